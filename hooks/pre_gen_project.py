@@ -1,0 +1,80 @@
+"""Reject answers that would produce a broken project, before anything is written.
+
+Cookiecutter deletes the half-made project directory when this hook exits non-zero,
+so a rejected answer leaves nothing behind. The hook never reads standard input.
+"""
+
+import json
+import keyword
+import re
+import sys
+
+# Names a project must not take: its own dependencies and the names Python or pytest
+# resolve first. A package named like one of them shadows it on import.
+RESERVED = {
+    "cookiecutter",
+    "hydra",
+    "lightning",
+    "mlflow",
+    "numpy",
+    "omegaconf",
+    "optuna",
+    "pytest",
+    "pytorch_lightning",
+    "rich",
+    "scikit_learn",
+    "sklearn",
+    "src",
+    "tensorboard",
+    "test",
+    "tests",
+    "torch",
+    "torchmetrics",
+    "torchvision",
+    "wandb",
+}
+
+SLUG_RULE = re.compile(r"^[a-z0-9]([a-z0-9._-]*[a-z0-9])?$")
+PACKAGE_RULE = re.compile(r"^[a-z_][a-z0-9_]*$")
+EMAIL_RULE = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
+
+
+def problems(answers: dict[str, str]) -> list[str]:
+    """Every rule the answers break, each naming the value and what is accepted."""
+    found = []
+    name, slug, package = answers["project_name"], answers["project_slug"], answers["package_name"]
+    if not name.strip():
+        found.append("project_name is empty: give the project a name, e.g. 'Digit Recognition'.")
+    if not SLUG_RULE.match(slug):
+        found.append(
+            f"project_slug {slug!r} is not a valid distribution and folder name: use lowercase "
+            "ASCII letters, digits, '-', '_' and '.', starting and ending with a letter or digit."
+        )
+    if not PACKAGE_RULE.match(package):
+        found.append(
+            f"package_name {package!r} is not a valid Python package name: use lowercase ASCII "
+            "letters, digits and '_', not starting with a digit (set package_name=... to choose one)."
+        )
+    elif keyword.iskeyword(package) or keyword.issoftkeyword(package):
+        found.append(f"package_name {package!r} is a Python keyword; choose another name.")
+    for field, value in (
+        ("project_slug", slug.replace("-", "_").replace(".", "_")),
+        ("package_name", package),
+    ):
+        if value in RESERVED or value in sys.stdlib_module_names:
+            found.append(
+                f"{field} {answers[field]!r} would shadow the module {value!r} "
+                "(a dependency, the standard library or a test folder); choose another name."
+            )
+    if not EMAIL_RULE.match(answers["author_email"]):
+        found.append(f"author_email {answers['author_email']!r} is not an email address (name@host.domain).")
+    return found
+
+
+if __name__ == "__main__":
+    # The answers as JSON in a raw string: valid Python before rendering too, so the hook
+    # can be linted and its rules tested directly.
+    errors = problems(json.loads(r"""{{ cookiecutter | tojson }}"""))
+    if errors:
+        print("Cannot generate the project:", *(f"  - {e}" for e in errors), sep="\n", file=sys.stderr)
+        sys.exit(1)

@@ -1,0 +1,91 @@
+"""Project, folder and package names: derived from the project name, overridable, validated."""
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+from conftest import TEMPLATE, bake, run
+
+spec = importlib.util.spec_from_file_location("pre_gen_project", TEMPLATE / "hooks" / "pre_gen_project.py")
+hook = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(hook)
+
+VALID = {
+    "project_name": "Digits",
+    "project_slug": "digits",
+    "package_name": "digits",
+    "author_email": "a@b.io",
+}
+
+
+@pytest.mark.parametrize(
+    ("name", "slug", "package"),
+    [
+        ("My Project", "my-project", "my_project"),
+        ("Détection de Chiffres", "detection-de-chiffres", "detection_de_chiffres"),
+        ("UPPER lower-Dash_under", "upper-lower-dash-under", "upper_lower_dash_under"),
+        ("  spaced   out  ", "spaced-out", "spaced_out"),
+    ],
+)
+def test_slug_and_package_derive_from_the_name(name: str, slug: str, package: str, tmp_path: Path) -> None:
+    project = bake(tmp_path, project_name=name)
+    assert project.name == slug
+    assert (project / "src" / package / "train.py").is_file()
+    assert f"# {name}" in (project / "README.md").read_text()
+
+
+def test_slug_and_package_can_be_overridden(tmp_path: Path) -> None:
+    project = bake(tmp_path, project_name="Anything", project_slug="vision-lab", package_name="vlab")
+    assert project.name == "vision-lab"
+    assert (project / "src" / "vlab" / "configs" / "train.yaml").is_file()
+    assert 'name = "vision-lab"' in (project / "pyproject.toml").read_text()
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("package_name", "class", "'class' is a Python keyword"),
+        ("package_name", "match", "'match' is a Python keyword"),
+        ("package_name", "2fast", "'2fast' is not a valid Python package name"),
+        ("package_name", "my-pkg", "'my-pkg' is not a valid Python package name"),
+        ("package_name", "Digits", "'Digits' is not a valid Python package name"),
+        ("package_name", "torch", "would shadow the module 'torch'"),
+        ("package_name", "lightning", "would shadow the module 'lightning'"),
+        ("package_name", "wandb", "would shadow the module 'wandb'"),
+        ("package_name", "test", "would shadow the module 'test'"),
+        ("package_name", "json", "would shadow the module 'json'"),
+        ("project_slug", "hydra", "would shadow the module 'hydra'"),
+        ("project_slug", "my project", "'my project' is not a valid distribution"),
+        ("project_slug", "-lead", "'-lead' is not a valid distribution"),
+        ("project_slug", "bad/slug", "'bad/slug' is not a valid distribution"),
+        ("project_name", "   ", "project_name is empty"),
+        ("author_email", "nobody", "'nobody' is not an email address"),
+    ],
+)
+def test_hook_rules_name_the_value(field: str, value: str, message: str) -> None:
+    errors = hook.problems({**VALID, field: value})
+    assert any(message in error for error in errors), errors
+
+
+def test_valid_answers_pass_the_hook() -> None:
+    assert hook.problems(VALID) == []
+
+
+@pytest.mark.parametrize(
+    "answers",
+    [
+        {"package_name": "torch"},
+        {"package_name": "import"},
+        {"project_name": "3D Vision"},  # derives the package name 3d_vision
+    ],
+    ids=lambda a: "-".join(f"{k}={v}" for k, v in a.items()),
+)
+def test_generation_stops_and_leaves_nothing(answers: dict[str, str], tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    out.mkdir()
+    args = [f"{key}={value}" for key, value in answers.items()]
+    result = run("cookiecutter", "--no-input", "--output-dir", out, TEMPLATE, *args, cwd=tmp_path)
+    assert result.returncode != 0
+    assert "Cannot generate the project:" in result.stderr
+    assert any(value in result.stderr for value in answers.values()) or "3d_vision" in result.stderr
+    assert list(out.iterdir()) == []

@@ -1,0 +1,1 @@
+"""Hydra configuration groups, shipped inside the package so installed projects find them."""

@@ -1,0 +1,1 @@
+"""LightningDataModules: each owns loading, splitting and batching of one dataset."""

@@ -1,0 +1,50 @@
+"""Evaluation of a checkpoint on the test split: `python eval.py ckpt_path=PATH [overrides]`.
+
+The architecture comes from the checkpoint itself (its saved hyperparameters), so a model
+trained with any net or experiment evaluates without repeating its overrides.
+"""
+
+from typing import Any
+
+import hydra
+from dotenv import find_dotenv, load_dotenv
+from omegaconf import DictConfig
+
+from {{ cookiecutter.package_name }}.utils.checkpoints import existing_checkpoint
+from {{ cookiecutter.package_name }}.utils.extras import apply_extras
+from {{ cookiecutter.package_name }}.utils.instantiate import instantiate_dict
+from {{ cookiecutter.package_name }}.utils.logging_setup import use_hydra_logging
+from {{ cookiecutter.package_name }}.utils.metrics_file import as_floats, write_metrics
+
+load_dotenv(find_dotenv(usecwd=True))
+
+
+def evaluate(cfg: DictConfig) -> dict[str, float]:
+    """Test the checkpoint at `cfg.ckpt_path`, write metrics.json, return the metrics."""
+    import lightning as L
+
+    use_hydra_logging()
+    model_class: type[L.LightningModule] = hydra.utils.get_class(cfg.model_class)
+    model = model_class.load_from_checkpoint(cfg.ckpt_path, map_location="cpu")
+    datamodule: L.LightningDataModule = hydra.utils.instantiate(cfg.data)
+    trainer: L.Trainer = hydra.utils.instantiate(
+        cfg.trainer,
+        callbacks=instantiate_dict(cfg.get("callbacks")),
+        logger=instantiate_dict(cfg.get("logger")) or False,
+    )
+    results: dict[str, Any] = trainer.test(model, datamodule=datamodule)[0]
+    metrics = as_floats(results)
+    if trainer.is_global_zero:
+        write_metrics(cfg.paths.output_dir, metrics)
+    return metrics
+
+
+@hydra.main(version_base="1.3", config_path="configs", config_name="eval")
+def main(cfg: DictConfig) -> None:
+    cfg.ckpt_path = str(existing_checkpoint(cfg.ckpt_path))
+    apply_extras(cfg)
+    evaluate(cfg)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""LightningModules: loss, metrics and optimization. Architectures live in `nets/`."""

@@ -1,0 +1,1 @@
+"""Plain torch.nn.Modules. They know nothing of Lightning and are chosen by config."""

@@ -1,0 +1,28 @@
+"""A small convolutional net for small square images."""
+
+from torch import Tensor, nn
+
+
+class SmallCNN(nn.Module):
+    """Two conv blocks, a pooling step and a linear head. Input (N, C, H, W), output logits."""
+
+    def __init__(
+        self, in_channels: int = 1, num_classes: int = 10, width: int = 32, dropout: float = 0.2
+    ) -> None:
+        super().__init__()
+
+        def block(c_in: int, c_out: int) -> nn.Sequential:
+            return nn.Sequential(nn.Conv2d(c_in, c_out, 3, padding=1), nn.BatchNorm2d(c_out), nn.ReLU())
+
+        self.features = nn.Sequential(
+            block(in_channels, width),
+            block(width, width),
+            nn.MaxPool2d(2),
+            block(width, 2 * width),
+            nn.AdaptiveAvgPool2d(1),
+            nn.Flatten(),
+        )
+        self.head = nn.Sequential(nn.Dropout(dropout), nn.Linear(2 * width, num_classes))
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.head(self.features(x))

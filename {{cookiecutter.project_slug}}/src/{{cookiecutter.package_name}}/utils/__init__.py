@@ -1,0 +1,1 @@
+"""Small helpers for the entry points, one concern per module."""

@@ -1,0 +1,40 @@
+"""Bad input gets one short paragraph naming the value and what is accepted, no traceback."""
+
+from pathlib import Path
+
+import pytest
+from conftest import run_script
+
+
+def assert_clear_error(result, *expected: str) -> None:  # noqa: ANN001
+    assert result.returncode != 0
+    assert "Traceback" not in result.stderr
+    assert len(result.stderr.strip().splitlines()) <= 15, result.stderr
+    for text in expected:
+        assert text in result.stderr, result.stderr
+
+
+def test_unknown_group_option_lists_the_available_ones(tmp_path: Path) -> None:
+    result = run_script("train.py", "model/net=resnet9000", cwd=tmp_path)
+    assert_clear_error(result, "model/net/resnet9000", "Available options", "cnn", "mlp")
+
+
+def test_misspelled_key_is_named(tmp_path: Path) -> None:
+    result = run_script("train.py", "trainer.max_epoch=3", cwd=tmp_path)
+    assert_clear_error(result, "trainer.max_epoch")
+
+
+@pytest.mark.parametrize("script", ["train.py", "eval.py"])
+def test_missing_checkpoint_is_named(script: str, tmp_path: Path) -> None:
+    result = run_script(script, "ckpt_path=/no/such/model.ckpt", cwd=tmp_path)
+    assert_clear_error(result, "ckpt_path='/no/such/model.ckpt'", "no such checkpoint file")
+
+
+def test_eval_without_checkpoint_says_what_to_pass(tmp_path: Path) -> None:
+    result = run_script("eval.py", cwd=tmp_path)
+    assert_clear_error(result, "ckpt_path is not set")
+
+
+def test_impossible_split_is_named(tmp_path: Path) -> None:
+    result = run_script("train.py", "data.val_fraction=0.6", "data.test_fraction=0.5", cwd=tmp_path)
+    assert_clear_error(result, "data.val_fraction + data.test_fraction", "below 1")

@@ -1,0 +1,58 @@
+"""Training learns, and leaves the run directory the README promises."""
+
+import json
+from pathlib import Path
+
+import pytest
+from conftest import run_script
+
+METRIC_KEYS = {
+    "train/loss",
+    "train/acc",
+    "train/f1",
+    "val/loss",
+    "val/acc",
+    "val/f1",
+    "val/acc_best",
+    "test/loss",
+    "test/acc",
+    "test/f1",
+}
+
+
+def test_short_training_learns(trained_run: tuple[Path, dict[str, float]]) -> None:
+    _, metrics = trained_run
+    assert metrics["test/acc"] > 0.85  # chance is 0.1
+    assert metrics["val/acc_best"] >= metrics["val/acc"] - 1e-6
+
+
+def test_run_directory_holds_checkpoints_and_metrics(trained_run: tuple[Path, dict[str, float]]) -> None:
+    run_dir, metrics = trained_run
+    checkpoints = {p.name for p in (run_dir / "checkpoints").glob("*.ckpt")}
+    assert "last.ckpt" in checkpoints
+    assert any(name.startswith("epoch_") for name in checkpoints), checkpoints
+    written = json.loads((run_dir / "metrics.json").read_text())
+    assert written.keys() >= METRIC_KEYS
+    assert all(isinstance(value, float) for value in written.values())
+    assert written == pytest.approx(metrics)
+    assert (run_dir / "csv" / "metrics.csv").is_file()
+
+
+def test_command_line_run_writes_the_run_directory(tmp_path: Path) -> None:
+    result = run_script("train.py", "debug=limit", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    runs = list((tmp_path / "logs" / "debug" / "runs").iterdir())
+    assert len(runs) == 1
+    run = runs[0]
+    assert {"config.yaml", "overrides.yaml", "hydra.yaml"} <= {p.name for p in (run / ".hydra").iterdir()}
+    assert (run / "checkpoints" / "last.ckpt").is_file()
+    assert json.loads((run / "metrics.json").read_text()).keys() >= METRIC_KEYS
+    assert (run / "debug.log").is_file()
+
+
+@pytest.mark.slow
+def test_default_training_reaches_097_test_accuracy(tmp_path: Path) -> None:
+    result = run_script("train.py", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    (run,) = (tmp_path / "logs" / "train" / "runs").iterdir()
+    assert json.loads((run / "metrics.json").read_text())["test/acc"] >= 0.97
