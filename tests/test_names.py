@@ -1,6 +1,7 @@
 """Project, folder and package names: derived from the project name, overridable, validated."""
 
 import importlib.util
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -89,3 +90,18 @@ def test_generation_stops_and_leaves_nothing(answers: dict[str, str], tmp_path: 
     assert "Cannot generate the project:" in result.stderr
     assert any(value in result.stderr for value in answers.values()) or "3d_vision" in result.stderr
     assert list(out.iterdir()) == []
+
+
+def test_interactive_prompts_are_readable_and_answered(tmp_path: Path) -> None:
+    answers = "Digit Recognition\n\n\n\n\n\n"  # a name, then Enter for every other default
+    result = subprocess.run(
+        ["cookiecutter", "--output-dir", str(tmp_path), str(TEMPLATE)],
+        input=answers,
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "Project name" in result.stdout and "Python package name" in result.stdout
+    assert (tmp_path / "digit-recognition" / "src" / "digit_recognition").is_dir()

@@ -46,3 +46,15 @@ def test_installed_project_trains_from_another_directory(wheel: Path, tmp_path: 
         result = run(*command, "debug=fdr", cwd=elsewhere, PYTHONPATH=str(site))
         assert result.returncode == 0, result.stderr[-3000:]
     assert len(list((elsewhere / "logs" / "debug" / "runs").glob("*/metrics.json"))) == 2
+
+
+def test_editable_install_runs_the_console_script(default_project: Path, tmp_path: Path) -> None:
+    install = ["python", "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation"]
+    result = run(*install, "-e", default_project, cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    try:
+        result = run("my-project-train", "debug=fdr", cwd=tmp_path)
+        assert result.returncode == 0, result.stderr[-3000:]
+        assert list((tmp_path / "logs" / "debug" / "runs").glob("*/metrics.json"))
+    finally:
+        run("python", "-m", "pip", "uninstall", "-q", "-y", "my-project", cwd=tmp_path)
