@@ -1,18 +1,17 @@
 # The template's commands. `make demo` and `make test` work on a fresh machine: each sets up
-# .venv (torch first, then the locked versions) and then does its job.
+# .venv (torch first, then the exact versions in constraints.txt) and then does its job.
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
-PROJECT_LOCK := {{cookiecutter.project_slug}}/constraints.txt
 
-.PHONY: setup demo test test-fast lint clean
+.PHONY: setup demo test test-fast lint lock clean
 
-setup: $(VENV)/.done  ## create .venv with everything the template and its projects need
+setup: $(VENV)/.done  ## create .venv with everything the template and every option need
 
-$(VENV)/.done: constraints.txt $(PROJECT_LOCK)
+$(VENV)/.done: constraints.txt
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q "$$(grep '^torch==' '$(PROJECT_LOCK)')"
-	$(PY) -m pip install -q -r '$(PROJECT_LOCK)' -r constraints.txt
+	$(PY) -m pip install -q "$$(grep '^torch==' constraints.txt)"
+	$(PY) -m pip install -q -r constraints.txt
 	touch $@
 
 demo: setup  ## generate a project with the default answers into build/ and train it
@@ -21,15 +20,18 @@ demo: setup  ## generate a project with the default answers into build/ and trai
 	$(PY) -m pip install -q --no-deps --no-build-isolation -e build/my-project
 	cd build/my-project && ../../$(PY) train.py
 
-test: setup lint  ## every test: the template's and, in subprocesses, each baked project's
+test: setup lint  ## every test: the template's, and each baked project's own suite (full matrix)
 	$(PY) -m pytest
 
-test-fast: setup  ## the template's tests without the full bake-and-test matrix
-	$(PY) -m pytest -m "not matrix"
+test-fast: setup  ## the same with one answer set instead of the whole matrix
+	$(PY) -m pytest --fast
 
 lint: setup  ## ruff on the template's own code
-	$(PY) -m ruff check hooks tests
-	$(PY) -m ruff format --check hooks tests
+	$(PY) -m ruff check hooks scripts tests
+	$(PY) -m ruff format --check hooks scripts tests
+
+lock: setup  ## rewrite both locks from .venv after changing a dependency
+	$(PY) scripts/lock.py
 
 clean:
 	rm -rf $(VENV) build

@@ -1,5 +1,6 @@
 """Baking projects from this template the way users do, and running tools on them."""
 
+import itertools
 import os
 import subprocess
 import sys
@@ -11,8 +12,50 @@ from cookiecutter.main import cookiecutter
 TEMPLATE = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 
+# Options whose values change each other's files (the example decides which nets, configs and
+# tests exist; the logger decides configs, dependencies and what the tests log): every pair.
+INTERACTING = {"example": ["digits", "minimal"], "logger": ["wandb", "tensorboard", "csv", "mlflow"]}
+# Options that add or remove their own files only: cycled through, so each value appears.
+CYCLED = {
+    "hparam_search": ["wandb", "optuna", "both", "none"],
+    "slurm": [True, False],
+    "docker": [True, False],
+    "ci": ["github", "none"],
+    "pre_commit": [True, False],
+    "license": ["MIT", "Apache-2.0", "BSD-3-Clause", "none"],
+    "python_version": ["3.11", "3.12", "3.10"],
+}
 
-def bake(output_dir: Path, **answers: str) -> Path:
+
+def answer_sets() -> list[dict]:
+    """The product of the interacting options, with the others cycled through it."""
+    sets = []
+    for i, values in enumerate(itertools.product(*INTERACTING.values())):
+        answers = dict(zip(INTERACTING, values, strict=True))
+        answers.update({key: options[i % len(options)] for key, options in CYCLED.items()})
+        sets.append(answers)
+    return sets
+
+
+def answer_id(answers: dict) -> str:
+    """A readable test id: digits-wandb-hps_wandb-slurm-docker-ci_github-precommit-MIT-py3.11."""
+    parts = [answers["example"], answers["logger"], f"hps_{answers['hparam_search']}"]
+    parts += [name for name in ("slurm", "docker") if answers[name]]
+    parts += [f"ci_{answers['ci']}", "precommit" if answers["pre_commit"] else "no_precommit"]
+    return "-".join([*parts, answers["license"], f"py{answers['python_version']}"])
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--fast", action="store_true", help="bake one answer set instead of the matrix")
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "answers" in metafunc.fixturenames:
+        sets = answer_sets()[:1] if metafunc.config.getoption("--fast") else answer_sets()
+        metafunc.parametrize("answers", sets, ids=[answer_id(a) for a in sets], scope="module")
+
+
+def bake(output_dir: Path, **answers: object) -> Path:
     """Generate a project with `answers` (defaults for the rest); return its directory."""
     return Path(cookiecutter(str(TEMPLATE), no_input=True, extra_context=answers, output_dir=str(output_dir)))
 

@@ -5,7 +5,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import TEMPLATE, bake, run
+from conftest import BIN, TEMPLATE, bake, run
 
 spec = importlib.util.spec_from_file_location("pre_gen_project", TEMPLATE / "hooks" / "pre_gen_project.py")
 hook = importlib.util.module_from_spec(spec)
@@ -73,7 +73,7 @@ def test_valid_answers_pass_the_hook() -> None:
 
 
 @pytest.mark.parametrize(
-    "answers",
+    "bad_answers",
     [
         {"package_name": "torch"},
         {"package_name": "import"},
@@ -81,21 +81,21 @@ def test_valid_answers_pass_the_hook() -> None:
     ],
     ids=lambda a: "-".join(f"{k}={v}" for k, v in a.items()),
 )
-def test_generation_stops_and_leaves_nothing(answers: dict[str, str], tmp_path: Path) -> None:
+def test_generation_stops_and_leaves_nothing(bad_answers: dict[str, str], tmp_path: Path) -> None:
     out = tmp_path / "out"
     out.mkdir()
-    args = [f"{key}={value}" for key, value in answers.items()]
+    args = [f"{key}={value}" for key, value in bad_answers.items()]
     result = run("cookiecutter", "--no-input", "--output-dir", out, TEMPLATE, *args, cwd=tmp_path)
     assert result.returncode != 0
     assert "Cannot generate the project:" in result.stderr
-    assert any(value in result.stderr for value in answers.values()) or "3d_vision" in result.stderr
+    assert any(value in result.stderr for value in bad_answers.values()) or "3d_vision" in result.stderr
     assert list(out.iterdir()) == []
 
 
 def test_interactive_prompts_are_readable_and_answered(tmp_path: Path) -> None:
-    answers = "Digit Recognition\n\n\n\n\n\n"  # a name, then Enter for every other default
+    answers = "Digit Recognition\n" + "\n" * 20  # a name, then Enter for every other default
     result = subprocess.run(
-        ["cookiecutter", "--output-dir", str(tmp_path), str(TEMPLATE)],
+        [str(BIN / "cookiecutter"), "--output-dir", str(tmp_path), str(TEMPLATE)],
         input=answers,
         capture_output=True,
         text=True,
@@ -103,5 +103,6 @@ def test_interactive_prompts_are_readable_and_answered(tmp_path: Path) -> None:
         timeout=60,
     )
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "Project name" in result.stdout and "Python package name" in result.stdout
+    for prompt in ("Project name", "Python package name", "Default experiment logger", "Weights & Biases"):
+        assert prompt in result.stdout
     assert (tmp_path / "digit-recognition" / "src" / "digit_recognition").is_dir()

@@ -15,9 +15,13 @@ CONFIG_MODULE = "{{ cookiecutter.package_name }}.configs"
 
 
 def compose_config(name: str, run_dir: Path, overrides: Sequence[str] = ()) -> DictConfig:
-    """Compose `name` (train or eval) with overrides, writing into `run_dir` instead of logs/."""
+    """Compose `name` (train or eval) with overrides, writing into `run_dir` instead of logs/.
+
+    In-process runs log to CSV unless an override says otherwise: it is the quickest logger.
+    The command-line tests (run_script) use the project's default logger.
+    """
     with initialize_config_module(config_module=CONFIG_MODULE, version_base="1.3"):
-        cfg = compose(config_name=name, overrides=list(overrides))
+        cfg = compose(config_name=name, overrides=["logger=csv", *overrides])
     with open_dict(cfg):
         cfg.paths.root_dir = str(run_dir)
         cfg.paths.output_dir = str(run_dir)
@@ -33,6 +37,8 @@ def run_script(
         **os.environ,
         "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")]),
         "PROJECT_ROOT": str(cwd),
+        # Tests never upload anything, whatever credentials the machine has.
+        "WANDB_MODE": "offline",
     }
     env.pop("HYDRA_FULL_ERROR", None)
     return subprocess.run(

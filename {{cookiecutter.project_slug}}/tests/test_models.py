@@ -4,7 +4,6 @@ from pathlib import Path
 
 import hydra
 import pytest
-import torch
 from conftest import compose_config
 from test_configs import options
 
@@ -12,10 +11,13 @@ from {{ cookiecutter.package_name }}.train import train
 
 
 @pytest.mark.parametrize("net", options("model/net"))
-def test_net_maps_images_to_logits(net: str, tmp_path: Path) -> None:
+def test_net_maps_a_batch_to_logits(net: str, tmp_path: Path) -> None:
     cfg = compose_config("train", tmp_path, [f"model/net={net}"])
+    datamodule = hydra.utils.instantiate(cfg.data)
+    datamodule.setup()
+    inputs, _ = next(iter(datamodule.train_dataloader()))
     model = hydra.utils.instantiate(cfg.model)
-    assert model(torch.rand(5, 1, 8, 8)).shape == (5, cfg.model.num_classes)
+    assert model(inputs).shape == (len(inputs), cfg.model.num_classes)
 
 
 @pytest.mark.parametrize("net", options("model/net"))

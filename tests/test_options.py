@@ -1,0 +1,196 @@
+"""Every answer set gives a project that is complete, clean, valid for its tools, and passes its tests."""
+
+import json
+import re
+import tomllib
+from pathlib import Path
+
+import pytest
+from conftest import TEMPLATE, bake, run
+
+JINJA = re.compile(r"\{\{|\}\}|\{%|%\}")
+
+COMMON = """
+.env.example .gitignore Makefile README.md constraints.txt eval.py pyproject.toml train.py
+tests/conftest.py tests/test_configs.py tests/test_errors.py tests/test_eval.py tests/test_models.py
+tests/test_train.py
+{pkg}/__init__.py {pkg}/train.py {pkg}/eval.py
+{pkg}/data/__init__.py {pkg}/data/in_memory.py
+{pkg}/models/__init__.py {pkg}/models/classifier.py {pkg}/models/nets/__init__.py {pkg}/models/nets/mlp.py
+{pkg}/utils/__init__.py {pkg}/utils/checkpoints.py {pkg}/utils/errors.py {pkg}/utils/extras.py
+{pkg}/utils/instantiate.py {pkg}/utils/logging_setup.py {pkg}/utils/metrics_file.py
+{cfg}/__init__.py {cfg}/train.yaml {cfg}/eval.yaml
+{cfg}/callbacks/default.yaml {cfg}/callbacks/learning_rate_monitor.yaml {cfg}/callbacks/model_checkpoint.yaml
+{cfg}/callbacks/model_summary.yaml {cfg}/callbacks/none.yaml {cfg}/callbacks/rich_progress_bar.yaml
+{cfg}/debug/default.yaml {cfg}/debug/fdr.yaml {cfg}/debug/limit.yaml {cfg}/debug/overfit.yaml
+{cfg}/debug/profiler.yaml {cfg}/experiment/example.yaml {cfg}/extras/default.yaml {cfg}/hydra/default.yaml
+{cfg}/logger/csv.yaml {cfg}/model/classifier.yaml {cfg}/model/net/mlp.yaml {cfg}/paths/default.yaml
+{cfg}/strategy/auto.yaml {cfg}/trainer/cpu.yaml {cfg}/trainer/default.yaml {cfg}/trainer/gpu.yaml
+{cfg}/trainer/mps.yaml
+"""
+
+
+def features(answers: dict) -> dict[str, bool]:
+    sweeps = answers["hparam_search"] in ("wandb", "both")
+    return {
+        "wandb": answers["logger"] == "wandb" or sweeps,
+        "sweeps": sweeps,
+        "optuna": answers["hparam_search"] in ("optuna", "both"),
+        "tensorboard": answers["logger"] == "tensorboard",
+        "mlflow": answers["logger"] == "mlflow",
+    }
+
+
+def expected_files(answers: dict) -> set[str]:
+    """The exact file list a project with these answers must have, written out independently."""
+    pkg = "src/my_project"
+    cfg = f"{pkg}/configs"
+    files = set(COMMON.format(pkg=pkg, cfg=cfg).split())
+    has = features(answers)
+    if answers["example"] == "digits":
+        files |= {
+            f"{pkg}/data/digits.py",
+            f"{cfg}/data/digits.yaml",
+            f"{pkg}/models/nets/cnn.py",
+            f"{cfg}/model/net/cnn.yaml",
+        }
+    else:
+        files |= {f"{pkg}/data/synthetic.py", f"{cfg}/data/synthetic.yaml"}
+    if has["wandb"]:
+        files |= {f"{cfg}/logger/wandb.yaml", f"{pkg}/utils/wandb_mode.py"}
+    if has["tensorboard"]:
+        files.add(f"{cfg}/logger/tensorboard.yaml")
+    if has["mlflow"]:
+        files.add(f"{cfg}/logger/mlflow.yaml")
+    if has["sweeps"]:
+        files |= {"sweeps/random.yaml", "sweeps/bayes.yaml", "sweeps/grid.yaml"}
+    if has["optuna"]:
+        files.add(f"{cfg}/hparams_search/optuna.yaml")
+    if answers["slurm"]:
+        files |= {f"{cfg}/hydra/launcher/slurm.yaml", "scripts/slurm/train.sbatch"}
+    if answers["docker"]:
+        files |= {"Dockerfile", ".dockerignore"}
+    if answers["ci"] == "github":
+        files.add(".github/workflows/ci.yml")
+    if answers["pre_commit"]:
+        files.add(".pre-commit-config.yaml")
+    if answers["license"] != "none":
+        files.add("LICENSE")
+    return files
+
+
+@pytest.fixture(scope="module")
+def project(answers: dict, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return bake(tmp_path_factory.mktemp("baked"), **answers)
+
+
+def test_exactly_the_expected_files(project: Path, answers: dict) -> None:
+    found = {p.relative_to(project).as_posix() for p in project.rglob("*") if p.is_file()}
+    assert found == expected_files(answers)
+    assert not [p for p in project.rglob("*") if p.is_dir() and not any(p.iterdir())]
+
+
+def test_no_unrendered_template_syntax(project: Path) -> None:
+    leftovers = [
+        f"{path.relative_to(project)}: {line.strip()}"
+        for path in project.rglob("*")
+        if path.is_file()
+        for line in path.read_text(encoding="utf-8").splitlines()
+        if JINJA.search(line)
+    ]
+    assert not leftovers
+
+
+def test_ruff_lint_and_format_pass(project: Path) -> None:
+    for command in (["ruff", "check", "."], ["ruff", "format", "--check", "."]):
+        result = run(*command, cwd=project)
+        assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_tool_files_are_valid(project: Path) -> None:
+    checks = {
+        "Dockerfile": ["hadolint", "Dockerfile"],
+        ".github/workflows/ci.yml": [
+            "check-jsonschema",
+            "--builtin-schema",
+            "vendor.github-workflows",
+            ".github/workflows/ci.yml",
+        ],
+        ".pre-commit-config.yaml": ["pre-commit", "validate-config", ".pre-commit-config.yaml"],
+        "scripts/slurm/train.sbatch": ["bash", "-n", "scripts/slurm/train.sbatch"],
+    }
+    for path, command in checks.items():
+        if (project / path).exists():
+            result = run(*command, cwd=project)
+            assert result.returncode == 0, f"{path}: {result.stdout}{result.stderr}"
+
+
+def test_answers_reach_pyproject(project: Path, answers: dict) -> None:
+    meta = tomllib.loads((project / "pyproject.toml").read_text())["project"]
+    names = {re.split(r"[<>=!~ ]", dep)[0] for dep in meta["dependencies"]}
+    has = features(answers)
+    assert ("wandb" in names) == has["wandb"]
+    assert ("tensorboard" in names) == has["tensorboard"]
+    assert ("mlflow-skinny" in names) == has["mlflow"]
+    assert ("hydra-optuna-sweeper" in names) == has["optuna"]
+    assert ("hydra-submitit-launcher" in names) == answers["slurm"]
+    assert (
+        any(d.startswith("pre-commit") for d in meta["optional-dependencies"]["dev"]) == answers["pre_commit"]
+    )
+    assert meta["requires-python"] == f">={answers['python_version']}"
+    assert meta.get("license") == (None if answers["license"] == "none" else answers["license"])
+
+
+def test_readme_mentions_only_what_was_chosen(project: Path, answers: dict) -> None:
+    readme = (project / "README.md").read_text()
+    has = features(answers)
+    assert ("hparams_search=optuna" in readme) == has["optuna"]
+    assert ("wandb sweep" in readme) == has["sweeps"]
+    assert ("sbatch" in readme) == answers["slurm"]
+    assert ("docker build" in readme) == answers["docker"]
+    assert ("pre-commit" in readme) == answers["pre_commit"]
+    assert (".github/workflows" in readme) == (answers["ci"] == "github")
+    # Every file the README names in its layout exists.
+    for name in ("sweeps/", "scripts/slurm/train.sbatch", "Dockerfile", ".pre-commit-config.yaml"):
+        if name in readme:
+            assert (project / name).exists(), name
+
+
+def test_license_matches_the_answer(project: Path, answers: dict) -> None:
+    titles = {"MIT": "MIT License", "Apache-2.0": "Apache License", "BSD-3-Clause": "BSD 3-Clause License"}
+    if answers["license"] != "none":
+        text = (project / "LICENSE").read_text()
+        assert titles[answers["license"]] in text
+        assert answers["license"] == "Apache-2.0" or "Your Name" in text
+
+
+def test_fast_debug_run(project: Path, tmp_path: Path) -> None:
+    result = run(
+        "python",
+        project / "train.py",
+        "debug=fdr",
+        cwd=tmp_path,
+        PYTHONPATH=str(project / "src"),
+        WANDB_MODE="offline",
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert list((tmp_path / "logs" / "debug" / "runs").glob("*/metrics.json"))
+
+
+def test_own_test_suite_passes(project: Path) -> None:
+    result = run("python", "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "not slow", cwd=project)
+    assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-3000:]
+    assert " passed" in result.stdout
+
+
+def test_default_project_passes_its_whole_suite(default_project: Path) -> None:
+    """The default answers, with the slow tests too (the full training to 0.97 accuracy)."""
+    result = run("python", "-m", "pytest", "-q", "-p", "no:cacheprovider", cwd=default_project)
+    assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-3000:]
+    assert " passed" in result.stdout and "deselected" not in result.stdout
+
+
+def test_template_readme_documents_every_option() -> None:
+    readme = (TEMPLATE / "README.md").read_text()
+    options = [k for k in json.loads((TEMPLATE / "cookiecutter.json").read_text()) if not k.startswith("_")]
+    assert [option for option in options if f"`{option}`" not in readme] == []

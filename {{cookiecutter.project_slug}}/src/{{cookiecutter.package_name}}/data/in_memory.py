@@ -1,0 +1,86 @@
+"""The shared part of datasets that fit in memory: a stratified train/val/test split and loaders."""
+
+import lightning as L
+import torch
+from sklearn.model_selection import train_test_split
+from torch import Tensor
+from torch.utils.data import DataLoader, TensorDataset
+
+
+class InMemoryDataModule(L.LightningDataModule):
+    """Holds (inputs, labels) tensors and splits them; subclasses only implement `load`.
+
+    The split depends only on `val_fraction`, `test_fraction` and `split_seed`, never on the
+    training seed, so every run and every evaluation sees the same test set.
+    `batch_size` is per device.
+    """
+
+    def __init__(
+        self,
+        batch_size: int = 64,
+        val_fraction: float = 0.15,
+        test_fraction: float = 0.15,
+        split_seed: int = 0,
+        num_workers: int = 0,
+        pin_memory: bool = False,
+    ) -> None:
+        super().__init__()
+        for name, fraction in (("val_fraction", val_fraction), ("test_fraction", test_fraction)):
+            if not 0.0 < fraction < 1.0:
+                raise ValueError(f"data.{name}={fraction!r}: must be between 0 and 1 (exclusive).")
+        if val_fraction + test_fraction >= 1.0:
+            raise ValueError(
+                f"data.val_fraction + data.test_fraction = {val_fraction + test_fraction!r}: "
+                "must be below 1 to leave training data."
+            )
+        if batch_size < 1:
+            raise ValueError(f"data.batch_size={batch_size!r}: must be a positive integer.")
+        self.batch_size = batch_size
+        self.val_fraction = val_fraction
+        self.test_fraction = test_fraction
+        self.split_seed = split_seed
+        self.num_workers = num_workers
+        self.pin_memory = pin_memory
+        self.splits: dict[str, TensorDataset] = {}
+
+    def load(self) -> tuple[Tensor, Tensor]:
+        """Return all inputs and their integer class labels."""
+        raise NotImplementedError
+
+    def setup(self, stage: str | None = None) -> None:
+        if self.splits:
+            return
+        inputs, labels = self.load()
+        index = torch.arange(len(labels))
+        rest, test = train_test_split(
+            index, test_size=self.test_fraction, stratify=labels, random_state=self.split_seed
+        )
+        train, val = train_test_split(
+            rest,
+            test_size=self.val_fraction / (1.0 - self.test_fraction),
+            stratify=labels[rest],
+            random_state=self.split_seed,
+        )
+        self.splits = {
+            name: TensorDataset(inputs[i], labels[i])
+            for name, i in (("train", train), ("val", val), ("test", test))
+        }
+
+    def _loader(self, split: str, shuffle: bool = False) -> DataLoader:
+        return DataLoader(
+            self.splits[split],
+            batch_size=self.batch_size,
+            shuffle=shuffle,
+            num_workers=self.num_workers,
+            pin_memory=self.pin_memory,
+            persistent_workers=self.num_workers > 0,
+        )
+
+    def train_dataloader(self) -> DataLoader:
+        return self._loader("train", shuffle=True)
+
+    def val_dataloader(self) -> DataLoader:
+        return self._loader("val")
+
+    def test_dataloader(self) -> DataLoader:
+        return self._loader("test")

@@ -1,0 +1,27 @@
+"""W&B that never waits for a login: offline where there are no credentials."""
+
+import netrc
+import os
+from typing import Any
+
+from lightning.pytorch.loggers import WandbLogger
+
+
+def has_credentials() -> bool:
+    """True if W&B can log in without asking: WANDB_API_KEY, or `wandb login` (~/.netrc)."""
+    if os.environ.get("WANDB_API_KEY"):
+        return True
+    try:
+        return netrc.netrc().authenticators("api.wandb.ai") is not None
+    except (FileNotFoundError, netrc.NetrcParseError):
+        return False
+
+
+def wandb_logger(**kwargs: Any) -> WandbLogger:
+    """A WandbLogger; WANDB_MODE wins if set, else offline without credentials.
+
+    An offline run is kept in <run>/wandb/ and uploaded later with `wandb sync <that dir>`.
+    """
+    if "WANDB_MODE" not in os.environ and not has_credentials():
+        os.environ["WANDB_MODE"] = "offline"
+    return WandbLogger(**kwargs)
