@@ -34,6 +34,7 @@ def unwanted(answers: dict) -> list[str]:
         # Infrastructure.
         f"{configs}/hydra/launcher": not answers["slurm"],
         "scripts/slurm": not answers["slurm"],
+        "tests/test_slurm.py": not answers["slurm"],
         "Dockerfile": not answers["docker"],
         ".dockerignore": not answers["docker"],
         ".github": answers["ci"] != "github",

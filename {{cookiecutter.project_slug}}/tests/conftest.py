@@ -10,8 +10,11 @@ import pytest
 from hydra import compose, initialize_config_module
 from omegaconf import DictConfig, open_dict
 
+from {{ cookiecutter.package_name }}.utils.resolvers import register
+
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG_MODULE = "{{ cookiecutter.package_name }}.configs"
+register()
 
 
 def compose_config(name: str, run_dir: Path, overrides: Sequence[str] = ()) -> DictConfig:
@@ -30,21 +33,28 @@ def compose_config(name: str, run_dir: Path, overrides: Sequence[str] = ()) -> D
 
 
 def run_script(
-    script: str, *overrides: str, cwd: Path, timeout: float = 300
+    script: str, *overrides: str, cwd: Path, timeout: float = 300, launcher: Sequence[str] = (), **env: str
 ) -> subprocess.CompletedProcess[str]:
-    """Run `python <script> overrides...` from the project root as a user would, logs under `cwd`."""
-    env = {
+    """Run `python [launcher...] <script> overrides...` as a user would, logs under `cwd`.
+
+    `launcher` goes between the interpreter and the script, e.g. torchrun's module and flags.
+    """
+    full_env = {
         **os.environ,
         "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")]),
         "PROJECT_ROOT": str(cwd),
         # Tests never upload anything, whatever credentials the machine has.
         "WANDB_MODE": "offline",
+        **env,
     }
-    env.pop("HYDRA_FULL_ERROR", None)
+    # A test suite itself started under SLURM or torchrun must not hand its launcher to the run.
+    for key in ("HYDRA_FULL_ERROR", "RUN_NAME", "SLURM_JOB_ID", "TORCHELASTIC_RUN_ID", "RANK", "LOCAL_RANK"):
+        if key not in env:
+            full_env.pop(key, None)
     return subprocess.run(
-        [sys.executable, str(ROOT / script), *overrides],
+        [sys.executable, *launcher, str(ROOT / script), *overrides],
         cwd=cwd,
-        env=env,
+        env=full_env,
         capture_output=True,
         text=True,
         timeout=timeout,

@@ -26,7 +26,7 @@ def test_eval_command_writes_its_own_run_directory(
     trained_run: tuple[Path, dict[str, float]], tmp_path: Path
 ) -> None:
     run_dir, train_metrics = trained_run
-    result = run_script("eval.py", f"ckpt_path={best_checkpoint(run_dir)}", cwd=tmp_path)
+    result = run_script("eval.py", f"ckpt_path={best_checkpoint(run_dir)}", "logger=csv", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     (eval_run,) = (tmp_path / "logs" / "eval" / "runs").iterdir()
     metrics = json.loads((eval_run / "metrics.json").read_text())

@@ -38,21 +38,29 @@ def test_run_directory_holds_checkpoints_and_metrics(trained_run: tuple[Path, di
     assert (run_dir / "csv" / "metrics.csv").is_file()
 
 
-def test_command_line_run_writes_the_run_directory(tmp_path: Path) -> None:
-    result = run_script("train.py", "debug=limit", cwd=tmp_path)
-    assert result.returncode == 0, result.stderr
-    runs = list((tmp_path / "logs" / "debug" / "runs").iterdir())
-    assert len(runs) == 1
-    run = runs[0]
+def assert_run_directory(run: Path, task_name: str) -> dict[str, float]:
     assert {"config.yaml", "overrides.yaml", "hydra.yaml"} <= {p.name for p in (run / ".hydra").iterdir()}
     assert (run / "checkpoints" / "last.ckpt").is_file()
-    assert json.loads((run / "metrics.json").read_text()).keys() >= METRIC_KEYS
-    assert (run / "debug.log").is_file()
+    assert len(list((run / "checkpoints").glob("epoch_*.ckpt"))) == 1
+    assert (run / f"{task_name}.log").is_file()
+    assert (run / "config_tree.log").is_file()
+    metrics = json.loads((run / "metrics.json").read_text())
+    assert metrics.keys() >= METRIC_KEYS
+    return metrics
+
+
+def test_command_line_run_writes_the_run_directory(tmp_path: Path) -> None:
+    result = run_script("train.py", "debug=limit", "logger=csv", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    (run,) = (tmp_path / "logs" / "debug" / "runs").iterdir()
+    assert_run_directory(run, "debug")
+    assert (run / "csv" / "metrics.csv").is_file()
 
 
 @pytest.mark.slow
 def test_default_training_reaches_its_target_accuracy(tmp_path: Path) -> None:
+    """`python train.py` exactly as a user first runs it: default config and logger."""
     result = run_script("train.py", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     (run,) = (tmp_path / "logs" / "train" / "runs").iterdir()
-    assert json.loads((run / "metrics.json").read_text())["test/acc"] >= {{ '0.97' if cookiecutter.example == 'digits' else '0.9' }}
+    assert assert_run_directory(run, "train")["test/acc"] >= {{ '0.97' if cookiecutter.example == 'digits' else '0.9' }}

@@ -15,8 +15,10 @@ from {{ cookiecutter.package_name }}.utils.extras import apply_extras
 from {{ cookiecutter.package_name }}.utils.instantiate import instantiate_dict
 from {{ cookiecutter.package_name }}.utils.logging_setup import use_hydra_logging
 from {{ cookiecutter.package_name }}.utils.metrics_file import as_floats, write_metrics
+from {{ cookiecutter.package_name }}.utils.resolvers import register as register_resolvers
 
 load_dotenv(find_dotenv(usecwd=True))
+register_resolvers()
 
 
 def evaluate(cfg: DictConfig) -> dict[str, float]:

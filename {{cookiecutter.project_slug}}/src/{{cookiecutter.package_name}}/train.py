@@ -11,23 +11,32 @@ from dotenv import find_dotenv, load_dotenv
 from omegaconf import DictConfig, OmegaConf
 
 from {{ cookiecutter.package_name }}.utils.checkpoints import existing_checkpoint
+from {{ cookiecutter.package_name }}.utils.ddp_multirun import multirun_job
 from {{ cookiecutter.package_name }}.utils.extras import apply_extras
 from {{ cookiecutter.package_name }}.utils.instantiate import instantiate_dict
 from {{ cookiecutter.package_name }}.utils.logging_setup import use_hydra_logging
 from {{ cookiecutter.package_name }}.utils.metrics_file import as_floats, write_metrics
+from {{ cookiecutter.package_name }}.utils.resolvers import register as register_resolvers
 
 load_dotenv(find_dotenv(usecwd=True))
+register_resolvers()
 
 
 def train(cfg: DictConfig) -> dict[str, float]:
     """Fit the model, test its best checkpoint, write metrics.json; return the final metrics."""
     import lightning as L
+    import torch
 
     use_hydra_logging()
     if cfg.get("seed") is not None:
         L.seed_everything(cfg.seed, workers=True)
+    if cfg.get("float32_matmul_precision"):
+        torch.set_float32_matmul_precision(cfg.float32_matmul_precision)
     datamodule: L.LightningDataModule = hydra.utils.instantiate(cfg.data)
     model: L.LightningModule = hydra.utils.instantiate(cfg.model)
+    if cfg.get("compile", {}).get("enabled"):
+        # In place, forward only: metrics stay eager, checkpoint keys stay the same.
+        model.compile(backend=cfg.compile.backend, mode=cfg.compile.mode)
     trainer: L.Trainer = hydra.utils.instantiate(
         cfg.trainer,
         callbacks=instantiate_dict(cfg.get("callbacks")),
@@ -67,7 +76,8 @@ def main(cfg: DictConfig) -> float | None:
     if cfg.get("ckpt_path"):
         cfg.ckpt_path = str(existing_checkpoint(cfg.ckpt_path))
     apply_extras(cfg)
-    metrics = train(cfg)
+    with multirun_job():
+        metrics = train(cfg)
     if cfg.get("optimized_metric"):
         return metrics.get(cfg.optimized_metric)
     return None

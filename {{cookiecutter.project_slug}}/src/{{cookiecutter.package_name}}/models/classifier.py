@@ -52,7 +52,10 @@ class Classifier(L.LightningModule):
         metrics = getattr(self, f"{stage}_metrics")
         metrics.update(logits, y)
         # Logging the Metric objects lets Lightning compute (and sync across devices) once per epoch.
-        self.log(f"{stage}/loss", loss, on_step=False, on_epoch=True, prog_bar=stage != "test")
+        # sync_dist: under DDP the epoch loss is averaged over all ranks, once per epoch.
+        self.log(
+            f"{stage}/loss", loss, on_step=False, on_epoch=True, prog_bar=stage != "test", sync_dist=True
+        )
         self.log_dict(metrics, on_step=False, on_epoch=True, prog_bar=stage == "val")
         return loss
 

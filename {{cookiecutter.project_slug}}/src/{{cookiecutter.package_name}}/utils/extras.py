@@ -1,5 +1,6 @@
 """Run-wide conveniences chosen in configs/extras: warnings, printing the config."""
 
+import os
 import warnings
 from pathlib import Path
 
@@ -17,8 +18,17 @@ def apply_extras(cfg: DictConfig) -> None:
     extras = cfg.get("extras") or {}
     if extras.get("ignore_warnings"):
         warnings.filterwarnings("ignore")
-    if extras.get("print_config"):
+    if extras.get("print_config") and launched_as_rank_zero():
         print_config_tree(cfg, save_to=Path(cfg.paths.output_dir) / "config_tree.log")
+
+
+def launched_as_rank_zero() -> bool:
+    """Rank 0 by the launcher's environment (torchrun, srun, Lightning's DDP), before Lightning starts."""
+    if "RANK" in os.environ:
+        return os.environ["RANK"] == "0"
+    if "SLURM_PROCID" in os.environ:
+        return os.environ["SLURM_PROCID"] == "0"
+    return os.environ.get("LOCAL_RANK", "0") == "0" and os.environ.get("NODE_RANK", "0") == "0"
 
 
 def print_config_tree(cfg: DictConfig, save_to: Path | None = None) -> None:

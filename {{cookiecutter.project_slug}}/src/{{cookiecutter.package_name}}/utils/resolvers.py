@@ -1,0 +1,58 @@
+"""The configs' own resolvers: where the project lives, and what a run directory is called.
+
+They are plain functions of the environment, so they resolve anywhere: in a multirun's
+launcher (before Hydra's runtime config exists), on every rank, in a requeued job.
+"""
+
+import os
+from datetime import datetime
+from pathlib import Path
+
+from omegaconf import OmegaConf
+
+
+def project_root() -> str:
+    """$PROJECT_ROOT if set, else the directory the command runs from: the base of logs/ and data/."""
+    return os.environ.get("PROJECT_ROOT") or os.getcwd()
+
+
+def run_name() -> str:
+    """The same on every rank of one launch, new for every launch.
+
+    RUN_NAME if set; else the SLURM job, the torchrun launch, or the time of this start.
+    Under torchrun or srun every rank starts on its own, so a timestamp would differ between
+    ranks; a name from the launcher does not.
+
+    A SLURM job that is requeued keeps its job id, so it comes back to its own directory.
+    """
+    env = os.environ
+    if env.get("RUN_NAME"):
+        return env["RUN_NAME"]
+    if env.get("SLURM_JOB_ID") and env.get("SLURM_JOB_NAME") not in ("bash", "interactive"):
+        name = f"slurm-{env['SLURM_JOB_ID']}"
+        if env.get("SLURM_ARRAY_TASK_ID"):
+            name += f"_{env['SLURM_ARRAY_TASK_ID']}"
+        if env.get("SLURM_STEP_ID", "0") != "0":
+            name += f".{env['SLURM_STEP_ID']}"
+        return name
+    run_id = env.get("TORCHELASTIC_RUN_ID")
+    if run_id and run_id != "none":  # torchrun --standalone, or --rdzv-id=<id>
+        return f"torchrun-{run_id}"
+    if run_id == "none":  # static rendezvous: the ranks of a node share their launcher process
+        return f"torchrun-{os.getppid()}-{_process_start(os.getppid())}"
+    return datetime.now().strftime("%Y-%m-%d_%H-%M-%S_%f")
+
+
+def _process_start(pid: int) -> str:
+    """When a process started (clock ticks since boot), to tell launches with the same pid apart."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return "0"
+
+
+def register() -> None:
+    """Make ${project_root:} and ${run_name:} available to the configs (cached: one value a run)."""
+    for name, function in (("project_root", project_root), ("run_name", run_name)):
+        if not OmegaConf.has_resolver(name):
+            OmegaConf.register_new_resolver(name, function, use_cache=True)

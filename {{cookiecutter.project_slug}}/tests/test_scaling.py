@@ -1,0 +1,170 @@
+"""Scaling by configuration alone: devices, strategies and launchers, with one run directory."""
+
+import itertools
+import json
+import re
+from pathlib import Path
+
+import hydra
+import pytest
+import torch
+from conftest import compose_config, run_script
+from test_configs import options
+
+from {{ cookiecutter.package_name }}.utils.resolvers import run_name
+
+ACCELERATOR = {"default": "auto", "cpu": "cpu", "gpu": "gpu", "mps": "mps"}
+PAIRS = list(itertools.product(options("trainer"), options("strategy")))
+# Quick real runs: CSV logs, five epochs, no progress bar in the captured output.
+SHORT = ["logger=csv", "trainer.max_epochs=5", "callbacks.rich_progress_bar=null"]
+
+
+def missing_hardware(accelerator: str, strategy: str) -> str | None:
+    if (accelerator == "gpu" or strategy in ("fsdp", "single_device")) and not torch.cuda.is_available():
+        return "needs a CUDA GPU"
+    if accelerator == "mps" and not torch.backends.mps.is_available():
+        return "needs Apple MPS"
+    return None
+
+
+@pytest.mark.parametrize(("trainer", "strategy"), PAIRS, ids=[f"{t}-{s}" for t, s in PAIRS])
+def test_trainer_and_strategy_compose_into_a_trainer(trainer: str, strategy: str, tmp_path: Path) -> None:
+    cfg = compose_config("train", tmp_path, [f"trainer={trainer}", f"strategy={strategy}"])
+    assert cfg.trainer.accelerator == ACCELERATOR[trainer]
+    if strategy == "auto":
+        assert cfg.trainer.strategy == "auto"
+    else:
+        assert cfg.trainer.strategy._target_.startswith("lightning.pytorch.strategies.")
+    reason = missing_hardware(cfg.trainer.accelerator, strategy)
+    if reason:
+        pytest.skip(f"{reason}: composed and its Trainer arguments checked only")
+    made = hydra.utils.instantiate(cfg.trainer, logger=False, callbacks=[])
+    if strategy != "auto":
+        assert type(made.strategy).__name__ == cfg.trainer.strategy._target_.rsplit(".", 1)[1]
+
+
+def test_precision_compile_and_matmul_precision_are_configuration(tmp_path: Path) -> None:
+    overrides = ["trainer.precision=bf16-mixed", "compile.enabled=true", "float32_matmul_precision=high"]
+    cfg = compose_config("train", tmp_path, overrides)
+    assert hydra.utils.instantiate(cfg.trainer, logger=False, callbacks=[]).precision == "bf16-mixed"
+    assert cfg.compile.enabled and cfg.float32_matmul_precision == "high"
+
+
+def test_compiled_model_trains(tmp_path: Path) -> None:
+    from {{ cookiecutter.package_name }}.train import train
+
+    # The eager backend runs the torch.compile path without a C++ toolchain or minutes of compiling.
+    metrics = train(
+        compose_config("train", tmp_path, ["debug=fdr", "compile.enabled=true", "compile.backend=eager"])
+    )
+    assert "test/acc" in metrics
+
+
+def test_run_name_is_shared_by_the_ranks_of_a_launch(monkeypatch: pytest.MonkeyPatch) -> None:
+    for key in (
+        "RUN_NAME",
+        "SLURM_JOB_ID",
+        "SLURM_JOB_NAME",
+        "SLURM_ARRAY_TASK_ID",
+        "SLURM_STEP_ID",
+        "TORCHELASTIC_RUN_ID",
+    ):
+        monkeypatch.delenv(key, raising=False)
+    assert re.fullmatch(r"\d{4}-\d\d-\d\d_\d\d-\d\d-\d\d_\d{6}", run_name())
+    monkeypatch.setenv("TORCHELASTIC_RUN_ID", "5f3a")
+    assert run_name() == "torchrun-5f3a"
+    monkeypatch.setenv("SLURM_JOB_ID", "4242")
+    monkeypatch.setenv("SLURM_JOB_NAME", "train.sbatch")
+    assert run_name() == "slurm-4242"
+    monkeypatch.setenv("SLURM_ARRAY_TASK_ID", "3")
+    assert run_name() == "slurm-4242_3"
+    monkeypatch.setenv("SLURM_JOB_NAME", "interactive")  # salloc: not a batch job
+    assert run_name() == "torchrun-5f3a"
+    monkeypatch.setenv("RUN_NAME", "my-run")
+    assert run_name() == "my-run"
+
+
+def single_run_dir(root: Path) -> Path:
+    runs = [p for p in root.iterdir() if p.is_dir()]
+    assert len(runs) == 1, runs
+    return runs[0]
+
+
+@pytest.fixture(scope="module")
+def single_process(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, float]]:
+    cwd = tmp_path_factory.mktemp("single")
+    result = run_script("train.py", "trainer.accelerator=cpu", *SHORT, cwd=cwd)
+    assert result.returncode == 0, result.stderr[-3000:]
+    run = single_run_dir(cwd / "logs" / "train" / "runs")
+    return run, json.loads((run / "metrics.json").read_text())
+
+
+def assert_one_ddp_run(root: Path, single: dict[str, float]) -> Path:
+    run = single_run_dir(root)
+    assert len(list(run.parent.parent.rglob("metrics.json"))) == 1
+    metrics = json.loads((run / "metrics.json").read_text())
+    # Same global batch (2 x 32 = 64), another sample order: close, not equal.
+    assert metrics["test/acc"] == pytest.approx(single["test/acc"], abs=0.04)
+    return run
+
+
+# Two ranks, 32 each: the same global batch as one process with 64.
+DDP = ["trainer.accelerator=cpu", "trainer.devices=2", "strategy=ddp", "data.batch_size=32"]
+
+
+@pytest.mark.slow
+def test_ddp_on_cpu_writes_one_run_and_matches_one_process(single_process, tmp_path: Path) -> None:
+    result = run_script("train.py", *DDP, *SHORT, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert_one_ddp_run(tmp_path / "logs" / "train" / "runs", single_process[1])
+
+
+@pytest.mark.slow
+def test_torchrun_writes_one_run_and_matches_one_process(single_process, tmp_path: Path) -> None:
+    launcher = ["-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
+    result = run_script("train.py", *DDP, *SHORT, cwd=tmp_path, launcher=launcher)
+    assert result.returncode == 0, result.stderr[-3000:]
+    run = assert_one_ddp_run(tmp_path / "logs" / "train" / "runs", single_process[1])
+    assert run.name.startswith("torchrun-")
+
+
+@pytest.mark.slow
+def test_multirun_with_ddp_writes_one_sweep_directory(tmp_path: Path) -> None:
+    result = run_script("train.py", "-m", *DDP, "debug=limit", "logger=csv", "seed=1,2", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    logs = tmp_path / "logs" / "debug"
+    assert [p.name for p in logs.iterdir()] == ["multiruns"]
+    sweep = single_run_dir(logs / "multiruns")
+    assert sorted(p.relative_to(sweep).as_posix() for p in sweep.rglob("metrics.json")) == [
+        "0/metrics.json",
+        "1/metrics.json",
+    ]
+
+
+@pytest.mark.slow
+def test_ddp_metrics_equal_a_single_process_evaluation(single_process, tmp_path: Path) -> None:
+    checkpoint = next((single_process[0] / "checkpoints").glob("epoch_*.ckpt"))
+    results = {}
+    for name, devices in (("one", ["trainer.devices=1"]), ("two", ["trainer.devices=2", "strategy=ddp"])):
+        cwd = tmp_path / name
+        cwd.mkdir()
+        result = run_script(
+            "eval.py", f"ckpt_path={checkpoint}", "trainer.accelerator=cpu", *devices, "logger=csv", cwd=cwd
+        )
+        assert result.returncode == 0, result.stderr[-3000:]
+        results[name] = json.loads(
+            (single_run_dir(cwd / "logs" / "eval" / "runs") / "metrics.json").read_text()
+        )
+    # The test split has an even size, so two ranks see every sample exactly once.
+    assert results["two"]["test/acc"] == pytest.approx(results["one"]["test/acc"], abs=1e-6)
+    assert results["two"]["test/f1"] == pytest.approx(results["one"]["test/f1"], abs=1e-6)
+    assert results["two"]["test/loss"] == pytest.approx(results["one"]["test/loss"], rel=1e-3)
+
+
+@pytest.mark.slow
+def test_slurm_job_id_names_the_run_directory(tmp_path: Path) -> None:
+    result = run_script(
+        "train.py", "debug=fdr", cwd=tmp_path, SLURM_JOB_ID="777", SLURM_JOB_NAME="train.sbatch"
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert (tmp_path / "logs" / "debug" / "runs" / "slurm-777" / "metrics.json").is_file()
