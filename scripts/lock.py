@@ -27,10 +27,14 @@ CORE = [
     "scikit-learn",
     "rich",
     "python-dotenv",
+    "onnx",
+    "onnxscript",
+    "onnxruntime",
     "pytest",
     "ruff",
 ]
 BY_ANSWER = {
+    "cookiecutter.example == 'digits'": ["pillow"],
     "cookiecutter.__wandb == 'True'": ["wandb"],
     "cookiecutter.logger == 'tensorboard'": ["tensorboard"],
     "cookiecutter.logger == 'mlflow'": ["mlflow-skinny", "sqlalchemy", "alembic"],

@@ -24,7 +24,8 @@ def compose_config(name: str, run_dir: Path, overrides: Sequence[str] = ()) -> D
     The command-line tests (run_script) use the project's default logger.
     """
     with initialize_config_module(config_module=CONFIG_MODULE, version_base="1.3"):
-        cfg = compose(config_name=name, overrides=["logger=csv", *overrides])
+        quick = ["logger=csv"] if name in ("train", "eval") else []
+        cfg = compose(config_name=name, overrides=[*quick, *overrides])
     with open_dict(cfg):
         cfg.paths.root_dir = str(run_dir)
         cfg.paths.output_dir = str(run_dir)

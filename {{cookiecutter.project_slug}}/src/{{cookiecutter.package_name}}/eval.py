@@ -10,7 +10,7 @@ import hydra
 from dotenv import find_dotenv, load_dotenv
 from omegaconf import DictConfig
 
-from {{ cookiecutter.package_name }}.utils.checkpoints import existing_checkpoint
+from {{ cookiecutter.package_name }}.utils.checkpoints import existing_checkpoint, load_model
 from {{ cookiecutter.package_name }}.utils.extras import apply_extras
 from {{ cookiecutter.package_name }}.utils.instantiate import instantiate_dict
 from {{ cookiecutter.package_name }}.utils.logging_setup import use_hydra_logging
@@ -26,8 +26,7 @@ def evaluate(cfg: DictConfig) -> dict[str, float]:
     import lightning as L
 
     use_hydra_logging()
-    model_class: type[L.LightningModule] = hydra.utils.get_class(cfg.model_class)
-    model = model_class.load_from_checkpoint(cfg.ckpt_path, map_location="cpu")
+    model: L.LightningModule = load_model(cfg.model_class, cfg.ckpt_path)
     datamodule: L.LightningDataModule = hydra.utils.instantiate(cfg.data)
     trainer: L.Trainer = hydra.utils.instantiate(
         cfg.trainer,

@@ -1,6 +1,9 @@
 """The shared part of datasets that fit in memory: a stratified train/val/test split and loaders."""
 
+from pathlib import Path
+
 import lightning as L
+import numpy as np
 import torch
 from sklearn.model_selection import train_test_split
 from torch import Tensor
@@ -8,7 +11,7 @@ from torch.utils.data import DataLoader, TensorDataset
 
 
 class InMemoryDataModule(L.LightningDataModule):
-    """Holds (inputs, labels) tensors and splits them; subclasses only implement `load`.
+    """Holds (inputs, labels) tensors and splits them; subclasses implement `load` and `prepare`.
 
     The split depends only on `val_fraction`, `test_fraction` and `split_seed`, never on the
     training seed, so every run and every evaluation sees the same test set.
@@ -42,13 +45,36 @@ class InMemoryDataModule(L.LightningDataModule):
         self.num_workers = num_workers
         self.pin_memory = pin_memory
         self.splits: dict[str, TensorDataset] = {}
+        self.predict_set: TensorDataset | None = None
+
+    # What `read_inputs` accepts, for error messages.
+    input_kinds: tuple[str, ...] = (".npy", ".csv")
 
     def load(self) -> tuple[Tensor, Tensor]:
         """Return all inputs and their integer class labels."""
         raise NotImplementedError
 
+    def prepare(self, raw: np.ndarray) -> Tensor:
+        """Turn raw values, as stored on disk, into model inputs: one transform for train and predict.
+
+        Raises ValueError naming the expected shape when `raw` does not fit.
+        """
+        raise NotImplementedError
+
+    def read_inputs(self, path: str | Path) -> list[str]:
+        """Load the inputs at `path` for `predict_dataloader`; return one name per input."""
+        path = Path(path)
+        if path.suffix == ".npy":
+            raw = np.load(path)
+        elif path.suffix == ".csv":
+            raw = np.loadtxt(path, delimiter=",", ndmin=2)
+        else:
+            raise ValueError(f"{path.name} is not an accepted input: expected {', '.join(self.input_kinds)}.")
+        self.predict_set = TensorDataset(self.prepare(raw))
+        return [f"{path.name}:{i}" for i in range(len(self.predict_set))]
+
     def setup(self, stage: str | None = None) -> None:
-        if self.splits:
+        if self.splits or stage == "predict":
             return
         inputs, labels = self.load()
         index = torch.arange(len(labels))
@@ -84,3 +110,8 @@ class InMemoryDataModule(L.LightningDataModule):
 
     def test_dataloader(self) -> DataLoader:
         return self._loader("test")
+
+    def predict_dataloader(self) -> DataLoader:
+        if self.predict_set is None:
+            raise RuntimeError("call read_inputs(path) before predicting")
+        return DataLoader(self.predict_set, batch_size=self.batch_size)

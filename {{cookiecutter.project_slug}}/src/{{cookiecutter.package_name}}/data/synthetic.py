@@ -1,5 +1,6 @@
 """A stand-in dataset to replace with yours: Gaussian blobs, one per class, made from a seed."""
 
+import numpy as np
 import torch
 from torch import Tensor
 
@@ -9,7 +10,8 @@ from {{ cookiecutter.package_name }}.data.in_memory import InMemoryDataModule
 class SyntheticDataModule(InMemoryDataModule):
     """`num_samples` points in `num_features` dimensions around `num_classes` random centres.
 
-    Replace `load` with the reading of your data; splitting and batching stay as they are.
+    Replace `load` with the reading of your data and `prepare` with its transform; splitting,
+    batching and reading inputs for prediction (.npy, .csv) stay as they are.
     """
 
     def __init__(
@@ -34,3 +36,10 @@ class SyntheticDataModule(InMemoryDataModule):
         labels = torch.arange(self.num_samples) % self.num_classes
         noise = self.noise * torch.randn(self.num_samples, self.num_features, generator=generator)
         return centres[labels] + noise, labels
+
+    def prepare(self, raw: np.ndarray) -> Tensor:
+        if raw.ndim != 2 or raw.shape[1] != self.num_features:
+            raise ValueError(
+                f"inputs of shape {tuple(raw.shape)} do not fit: expected (N, {self.num_features}) features."
+            )
+        return torch.tensor(raw, dtype=torch.float32)

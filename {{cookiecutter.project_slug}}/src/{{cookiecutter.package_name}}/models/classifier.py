@@ -1,6 +1,6 @@
 """A LightningModule for classification: any net, cross-entropy, torchmetrics per stage."""
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import hydra
@@ -9,6 +9,8 @@ import torch
 from torch import Tensor, nn
 from torchmetrics import MaxMetric, MetricCollection
 from torchmetrics.classification import MulticlassAccuracy, MulticlassF1Score
+
+from {{ cookiecutter.package_name }}.utils.pretrained import load_matching_weights
 
 
 class Classifier(L.LightningModule):
@@ -26,10 +28,15 @@ class Classifier(L.LightningModule):
         optimizer: Mapping[str, Any],
         scheduler: Mapping[str, Any] | None = None,
         num_classes: int = 10,
+        class_names: Sequence[str] | None = None,
+        pretrained: str | None = None,
     ) -> None:
         super().__init__()
-        self.save_hyperparameters(logger=False)
+        # `pretrained` only seeds a new model; a checkpoint of this one must not reload it.
+        self.save_hyperparameters(logger=False, ignore=["pretrained"])
         self.net: nn.Module = hydra.utils.instantiate(net)
+        if pretrained:
+            load_matching_weights(self.net, pretrained)
         self.criterion = nn.CrossEntropyLoss()
         metrics = MetricCollection(
             {
@@ -41,6 +48,15 @@ class Classifier(L.LightningModule):
         self.val_metrics = metrics.clone(prefix="val/")
         self.test_metrics = metrics.clone(prefix="test/")
         self.val_acc_best = MaxMetric()
+
+    @property
+    def backbone(self) -> nn.Module:
+        """The net's feature extractor, which Lightning's BackboneFinetuning freezes and thaws."""
+        return self.net.backbone
+
+    @property
+    def class_names(self) -> list[str]:
+        return list(self.hparams.class_names or map(str, range(self.hparams.num_classes)))
 
     def forward(self, x: Tensor) -> Tensor:
         return self.net(x)
@@ -83,7 +99,9 @@ class Classifier(L.LightningModule):
         self.log("val/acc_best", self.val_acc_best.compute(), sync_dist=True)
 
     def configure_optimizers(self) -> Any:
-        optimizer = hydra.utils.instantiate(self.hparams.optimizer, params=self.parameters())
+        # Frozen parameters (a fine-tuned backbone) join the optimizer when they are thawed.
+        trainable = [p for p in self.parameters() if p.requires_grad]
+        optimizer = hydra.utils.instantiate(self.hparams.optimizer, params=trainable)
         if not self.hparams.scheduler:
             return optimizer
         scheduler = hydra.utils.instantiate(self.hparams.scheduler, optimizer=optimizer)

@@ -1,6 +1,9 @@
 """Checking checkpoint paths given on the command line, before any heavy work starts."""
 
 from pathlib import Path
+from typing import Any
+
+import hydra
 
 from {{ cookiecutter.package_name }}.utils.errors import ConfigError
 
@@ -25,3 +28,8 @@ def existing_checkpoint(path: str | None, key: str = "ckpt_path") -> Path:
         f"{key}={path!r}: no such checkpoint file.{hint} Pass the path of a .ckpt file, "
         "e.g. logs/train/runs/<timestamp>/checkpoints/last.ckpt."
     )
+
+
+def load_model(model_class: str, path: str) -> Any:
+    """The LightningModule saved at `path`, on the CPU, its architecture read from the checkpoint."""
+    return hydra.utils.get_class(model_class).load_from_checkpoint(path, map_location="cpu")

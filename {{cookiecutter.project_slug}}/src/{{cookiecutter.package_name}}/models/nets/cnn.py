@@ -4,7 +4,10 @@ from torch import Tensor, nn
 
 
 class SmallCNN(nn.Module):
-    """Two conv blocks, a pooling step and a linear head. Input (N, C, H, W), output logits."""
+    """Conv blocks (the backbone) and a linear head. Input (N, C, H, W), output logits.
+
+    `backbone` and `head` are named so fine-tuning can freeze one and replace the other.
+    """
 
     def __init__(
         self, in_channels: int = 1, num_classes: int = 10, width: int = 32, dropout: float = 0.2
@@ -14,7 +17,7 @@ class SmallCNN(nn.Module):
         def block(c_in: int, c_out: int) -> nn.Sequential:
             return nn.Sequential(nn.Conv2d(c_in, c_out, 3, padding=1), nn.BatchNorm2d(c_out), nn.ReLU())
 
-        self.features = nn.Sequential(
+        self.backbone = nn.Sequential(
             block(in_channels, width),
             block(width, width),
             nn.MaxPool2d(2),
@@ -25,4 +28,4 @@ class SmallCNN(nn.Module):
         self.head = nn.Sequential(nn.Dropout(dropout), nn.Linear(2 * width, num_classes))
 
     def forward(self, x: Tensor) -> Tensor:
-        return self.head(self.features(x))
+        return self.head(self.backbone(x))

@@ -6,7 +6,7 @@ from torch import Tensor, nn
 
 
 class MLP(nn.Module):
-    """Flatten, then Linear-ReLU-Dropout per hidden layer, then a linear head."""
+    """Flatten, then Linear-ReLU-Dropout per hidden layer (the backbone), then a linear head."""
 
     def __init__(
         self,
@@ -20,8 +20,8 @@ class MLP(nn.Module):
         for width in hidden:
             layers += [nn.Linear(in_features, width), nn.ReLU(), nn.Dropout(dropout)]
             in_features = width
-        layers.append(nn.Linear(in_features, num_classes))
-        self.layers = nn.Sequential(*layers)
+        self.backbone = nn.Sequential(*layers)
+        self.head = nn.Linear(in_features, num_classes)
 
     def forward(self, x: Tensor) -> Tensor:
-        return self.layers(x)
+        return self.head(self.backbone(x))
