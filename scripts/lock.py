@@ -1,8 +1,8 @@
 """Write the locks from the environment this runs in (the template's .venv, fully installed).
 
 - constraints.txt: every package of the environment, the exact set CI installs.
-- {{cookiecutter.project_slug}}/constraints.txt: the generated project's lock. A package only
-  some answers need is wrapped in a Jinja condition, so each project pins just what it uses.
+- the template folder's constraints.txt: the generated project's lock. A package only some
+  answers need is wrapped in a Jinja condition, so each project pins just what it uses.
 
 Run after changing a dependency: `make lock`.
 """
@@ -14,7 +14,7 @@ from pathlib import Path
 from packaging.requirements import Requirement
 
 ROOT = Path(__file__).resolve().parents[1]
-PROJECT_LOCK = ROOT / "{{cookiecutter.project_slug}}" / "constraints.txt"
+PROJECT_LOCK = ROOT / "{{ cookiecutter.project_slug.replace(cookiecutter.__slash, '_') }}" / "constraints.txt"
 
 # What the generated project depends on, by answer (keep in step with its pyproject.toml;
 # tests/test_lock.py checks every baked project's lock against its declared dependencies).

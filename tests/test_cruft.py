@@ -37,7 +37,7 @@ def test_cruft_check_and_update_follow_a_template_change(tmp_path: Path) -> None
     git("commit", "-q", "-m", "generated", cwd=project)
     assert run("cruft", "check", cwd=project, **GIT).returncode == 0
 
-    makefile = template / "{{cookiecutter.project_slug}}" / "Makefile"
+    makefile = template / "{{ cookiecutter.project_slug.replace(cookiecutter.__slash, '_') }}" / "Makefile"
     makefile.write_text(
         makefile.read_text() + "\nhello:  ## a target added to the template later\n\techo hello\n"
     )

@@ -78,6 +78,7 @@ def test_valid_answers_pass_the_hook() -> None:
         {"package_name": "torch"},
         {"package_name": "import"},
         {"project_name": "3D Vision"},  # derives the package name 3d_vision
+        {"project_slug": "bad/slug"},  # a path separator: still no folder left behind
     ],
     ids=lambda a: "-".join(f"{k}={v}" for k, v in a.items()),
 )

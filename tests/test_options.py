@@ -20,14 +20,14 @@ tests/test_models.py tests/test_train.py tests/test_scaling.py {pkg}/__init__.py
 {pkg}/models/nets/mlp.py {pkg}/utils/__init__.py {pkg}/utils/checkpoints.py {pkg}/utils/errors.py
 {pkg}/utils/extras.py {pkg}/utils/instantiate.py {pkg}/utils/logging_setup.py
 {pkg}/utils/metrics_file.py {pkg}/utils/ddp_multirun.py {pkg}/utils/pretrained.py
-{pkg}/utils/resolvers.py {cfg}/__init__.py {cfg}/train.yaml {cfg}/eval.yaml {cfg}/predict.yaml
-{cfg}/export.yaml {cfg}/callbacks/default.yaml {cfg}/callbacks/learning_rate_monitor.yaml
-{cfg}/callbacks/model_checkpoint.yaml {cfg}/callbacks/model_summary.yaml {cfg}/callbacks/none.yaml
-{cfg}/callbacks/rich_progress_bar.yaml {cfg}/debug/default.yaml {cfg}/debug/fdr.yaml
-{cfg}/debug/limit.yaml {cfg}/debug/overfit.yaml {cfg}/debug/profiler.yaml
-{cfg}/experiment/example.yaml {cfg}/experiment/finetune.yaml {cfg}/extras/default.yaml
-{cfg}/hydra/default.yaml {cfg}/logger/csv.yaml {cfg}/model/classifier.yaml {cfg}/model/net/mlp.yaml
-{cfg}/paths/default.yaml {cfg}/strategy/auto.yaml {cfg}/strategy/ddp.yaml
+{pkg}/utils/resolvers.py {pkg}/utils/startup.py {cfg}/__init__.py {cfg}/train.yaml {cfg}/eval.yaml
+{cfg}/predict.yaml {cfg}/export.yaml {cfg}/callbacks/default.yaml
+{cfg}/callbacks/learning_rate_monitor.yaml {cfg}/callbacks/model_checkpoint.yaml
+{cfg}/callbacks/model_summary.yaml {cfg}/callbacks/none.yaml {cfg}/callbacks/rich_progress_bar.yaml
+{cfg}/debug/default.yaml {cfg}/debug/fdr.yaml {cfg}/debug/limit.yaml {cfg}/debug/overfit.yaml
+{cfg}/debug/profiler.yaml {cfg}/experiment/example.yaml {cfg}/experiment/finetune.yaml
+{cfg}/extras/default.yaml {cfg}/hydra/default.yaml {cfg}/logger/csv.yaml {cfg}/model/classifier.yaml
+{cfg}/model/net/mlp.yaml {cfg}/paths/default.yaml {cfg}/strategy/auto.yaml {cfg}/strategy/ddp.yaml
 {cfg}/strategy/ddp_find_unused_parameters.yaml {cfg}/strategy/ddp_spawn.yaml
 {cfg}/strategy/fsdp.yaml {cfg}/strategy/single_device.yaml {cfg}/trainer/cpu.yaml
 {cfg}/trainer/default.yaml {cfg}/trainer/gpu.yaml {cfg}/trainer/mps.yaml

@@ -7,7 +7,6 @@ trained with any net or experiment evaluates without repeating its overrides.
 from typing import Any
 
 import hydra
-from dotenv import find_dotenv, load_dotenv
 from omegaconf import DictConfig
 
 from {{ cookiecutter.package_name }}.utils.checkpoints import existing_checkpoint, load_model
@@ -15,10 +14,9 @@ from {{ cookiecutter.package_name }}.utils.extras import apply_extras
 from {{ cookiecutter.package_name }}.utils.instantiate import instantiate_dict
 from {{ cookiecutter.package_name }}.utils.logging_setup import use_hydra_logging
 from {{ cookiecutter.package_name }}.utils.metrics_file import as_floats, write_metrics
-from {{ cookiecutter.package_name }}.utils.resolvers import register as register_resolvers
+from {{ cookiecutter.package_name }}.utils.startup import before_hydra
 
-load_dotenv(find_dotenv(usecwd=True))
-register_resolvers()
+before_hydra()
 
 
 def evaluate(cfg: DictConfig) -> dict[str, float]:

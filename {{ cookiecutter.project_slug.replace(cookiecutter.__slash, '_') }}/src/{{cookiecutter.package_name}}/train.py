@@ -7,7 +7,6 @@ composed and checked, so `--help` and a mistyped override answer at once.
 from typing import Any
 
 import hydra
-from dotenv import find_dotenv, load_dotenv
 from omegaconf import DictConfig, OmegaConf
 
 from {{ cookiecutter.package_name }}.utils.checkpoints import existing_checkpoint
@@ -16,10 +15,9 @@ from {{ cookiecutter.package_name }}.utils.extras import apply_extras
 from {{ cookiecutter.package_name }}.utils.instantiate import instantiate_dict
 from {{ cookiecutter.package_name }}.utils.logging_setup import use_hydra_logging
 from {{ cookiecutter.package_name }}.utils.metrics_file import as_floats, write_metrics
-from {{ cookiecutter.package_name }}.utils.resolvers import register as register_resolvers
+from {{ cookiecutter.package_name }}.utils.startup import before_hydra
 
-load_dotenv(find_dotenv(usecwd=True))
-register_resolvers()
+before_hydra()
 
 
 def train(cfg: DictConfig) -> dict[str, float]:

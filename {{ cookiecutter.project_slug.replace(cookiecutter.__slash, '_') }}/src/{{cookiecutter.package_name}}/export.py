@@ -9,17 +9,15 @@ from pathlib import Path
 from typing import Any
 
 import hydra
-from dotenv import find_dotenv, load_dotenv
 from omegaconf import DictConfig
 
 from {{ cookiecutter.package_name }}.utils.checkpoints import existing_checkpoint, load_model
 from {{ cookiecutter.package_name }}.utils.errors import ConfigError
 from {{ cookiecutter.package_name }}.utils.extras import apply_extras
 from {{ cookiecutter.package_name }}.utils.logging_setup import use_hydra_logging
-from {{ cookiecutter.package_name }}.utils.resolvers import register as register_resolvers
+from {{ cookiecutter.package_name }}.utils.startup import before_hydra
 
-load_dotenv(find_dotenv(usecwd=True))
-register_resolvers()
+before_hydra()
 
 SUFFIX = {"onnx": ".onnx", "torchscript": ".pt"}
 
