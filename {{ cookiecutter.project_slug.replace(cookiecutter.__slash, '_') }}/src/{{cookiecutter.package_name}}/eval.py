@@ -11,7 +11,7 @@ from omegaconf import DictConfig
 
 from {{ cookiecutter.package_name }}.utils.checkpoints import existing_checkpoint, load_model
 from {{ cookiecutter.package_name }}.utils.extras import apply_extras
-from {{ cookiecutter.package_name }}.utils.instantiate import instantiate_dict
+from {{ cookiecutter.package_name }}.utils.instantiate import instantiate_trainer
 from {{ cookiecutter.package_name }}.utils.logging_setup import use_hydra_logging
 from {{ cookiecutter.package_name }}.utils.metrics_file import as_floats, write_metrics
 from {{ cookiecutter.package_name }}.utils.startup import before_hydra
@@ -26,11 +26,7 @@ def evaluate(cfg: DictConfig) -> dict[str, float]:
     use_hydra_logging()
     model: L.LightningModule = load_model(cfg.model_class, cfg.ckpt_path)
     datamodule: L.LightningDataModule = hydra.utils.instantiate(cfg.data)
-    trainer: L.Trainer = hydra.utils.instantiate(
-        cfg.trainer,
-        callbacks=instantiate_dict(cfg.get("callbacks")),
-        logger=instantiate_dict(cfg.get("logger")) or False,
-    )
+    trainer: L.Trainer = instantiate_trainer(cfg)
     results: dict[str, Any] = trainer.test(model, datamodule=datamodule)[0]
     metrics = as_floats(results)
     if trainer.is_global_zero:

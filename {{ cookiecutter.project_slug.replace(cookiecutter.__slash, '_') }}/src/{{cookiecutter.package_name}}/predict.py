@@ -13,6 +13,7 @@ from omegaconf import DictConfig
 from {{ cookiecutter.package_name }}.utils.checkpoints import existing_checkpoint, load_model
 from {{ cookiecutter.package_name }}.utils.errors import ConfigError
 from {{ cookiecutter.package_name }}.utils.extras import apply_extras
+from {{ cookiecutter.package_name }}.utils.instantiate import instantiate_trainer
 from {{ cookiecutter.package_name }}.utils.logging_setup import use_hydra_logging
 from {{ cookiecutter.package_name }}.utils.startup import before_hydra
 
@@ -30,7 +31,7 @@ def predict(cfg: DictConfig) -> Path:
         names = datamodule.read_inputs(cfg.input)
     except ValueError as error:
         raise ConfigError(f"input={cfg.input!r}: {error}") from error
-    trainer = hydra.utils.instantiate(cfg.trainer, logger=False, callbacks=[])
+    trainer = instantiate_trainer(cfg)
     probabilities = torch.cat(trainer.predict(model, datamodule=datamodule))
     path = Path(cfg.paths.output_dir) / "predictions.csv"
     path.parent.mkdir(parents=True, exist_ok=True)

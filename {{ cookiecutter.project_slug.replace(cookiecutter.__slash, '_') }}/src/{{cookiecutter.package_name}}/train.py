@@ -12,7 +12,7 @@ from omegaconf import DictConfig, OmegaConf
 from {{ cookiecutter.package_name }}.utils.checkpoints import existing_checkpoint
 from {{ cookiecutter.package_name }}.utils.ddp_multirun import multirun_job
 from {{ cookiecutter.package_name }}.utils.extras import apply_extras
-from {{ cookiecutter.package_name }}.utils.instantiate import instantiate_dict
+from {{ cookiecutter.package_name }}.utils.instantiate import instantiate_trainer
 from {{ cookiecutter.package_name }}.utils.logging_setup import use_hydra_logging
 from {{ cookiecutter.package_name }}.utils.metrics_file import as_floats, write_metrics
 from {{ cookiecutter.package_name }}.utils.startup import before_hydra
@@ -35,11 +35,7 @@ def train(cfg: DictConfig) -> dict[str, float]:
     if cfg.get("compile", {}).get("enabled"):
         # In place, forward only: metrics stay eager, checkpoint keys stay the same.
         model.compile(backend=cfg.compile.backend, mode=cfg.compile.mode)
-    trainer: L.Trainer = hydra.utils.instantiate(
-        cfg.trainer,
-        callbacks=instantiate_dict(cfg.get("callbacks")),
-        logger=instantiate_dict(cfg.get("logger")) or False,
-    )
+    trainer: L.Trainer = instantiate_trainer(cfg)
     for logger in trainer.loggers:
         logger.log_hyperparams(hyperparameters(cfg, model))
 

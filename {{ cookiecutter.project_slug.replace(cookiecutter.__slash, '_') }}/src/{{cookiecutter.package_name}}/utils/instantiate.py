@@ -1,4 +1,4 @@
-"""Build lists of callbacks and loggers from their config groups."""
+"""Build the Trainer, with the callbacks and loggers of their config groups."""
 
 from typing import Any
 
@@ -15,3 +15,12 @@ def instantiate_dict(group: DictConfig | None) -> list[Any]:
     if not group:
         return []
     return [hydra.utils.instantiate(entry) for entry in group.values() if entry is not None]
+
+
+def instantiate_trainer(cfg: DictConfig) -> Any:
+    """The Trainer of `cfg.trainer`, with `cfg.callbacks` and `cfg.logger` (none where absent)."""
+    return hydra.utils.instantiate(
+        cfg.trainer,
+        callbacks=instantiate_dict(cfg.get("callbacks")),
+        logger=instantiate_dict(cfg.get("logger")) or False,
+    )
