@@ -36,8 +36,10 @@ def train(cfg: DictConfig) -> dict[str, float]:
         # In place, forward only: metrics stay eager, checkpoint keys stay the same.
         model.compile(backend=cfg.compile.backend, mode=cfg.compile.mode)
     trainer: L.Trainer = instantiate_trainer(cfg)
-    for logger in trainer.loggers:
-        logger.log_hyperparams(hyperparameters(cfg, model))
+    if trainer.loggers:
+        logged = hyperparameters(cfg, model)
+        for logger in trainer.loggers:
+            logger.log_hyperparams(logged)
 
     metrics: dict[str, Any] = {}
     if cfg.get("train"):
