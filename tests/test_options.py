@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 from conftest import TEMPLATE, bake, run
 
-JINJA = re.compile(r"\{\{|\}\}|\{%|%\}")
+# Not `}}` alone: nested OmegaConf interpolations end with it.
+JINJA = re.compile(r"\{\{|\{%|%\}")
 
 COMMON = """
 .env.example .gitignore Makefile README.md constraints.txt eval.py export.py predict.py
@@ -24,6 +25,11 @@ tests/test_models.py tests/test_train.py tests/test_scaling.py {pkg}/__init__.py
 {cfg}/predict.yaml {cfg}/export.yaml {cfg}/callbacks/default.yaml
 {cfg}/callbacks/learning_rate_monitor.yaml {cfg}/callbacks/model_checkpoint.yaml
 {cfg}/callbacks/model_summary.yaml {cfg}/callbacks/none.yaml {cfg}/callbacks/rich_progress_bar.yaml
+{cfg}/callbacks/last_checkpoint.yaml {cfg}/callbacks/stop_on_signal.yaml
+{cfg}/callbacks/stop_on_non_finite_loss.yaml {cfg}/callbacks/run_state.yaml
+{pkg}/callbacks/__init__.py {pkg}/callbacks/preemption.py {pkg}/callbacks/finite_loss.py
+{pkg}/callbacks/run_state.py {pkg}/data/batches.py {pkg}/utils/resume.py {pkg}/utils/run_info.py
+{pkg}/utils/atomic_checkpoint.py {pkg}/utils/csv_logger.py tests/test_resume.py tests/signal_helpers.py
 {cfg}/debug/default.yaml {cfg}/debug/fdr.yaml {cfg}/debug/limit.yaml {cfg}/debug/overfit.yaml
 {cfg}/debug/profiler.yaml {cfg}/experiment/example.yaml {cfg}/experiment/finetune.yaml
 {cfg}/extras/default.yaml {cfg}/hydra/default.yaml {cfg}/logger/csv.yaml {cfg}/model/classifier.yaml

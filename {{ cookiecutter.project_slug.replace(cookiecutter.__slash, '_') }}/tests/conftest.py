@@ -42,7 +42,10 @@ def run_script(
     """
     full_env = {
         **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")]),
+        # tests/ too, for the helpers a run under test loads (signal_helpers).
+        "PYTHONPATH": os.pathsep.join(
+            [str(ROOT / "src"), str(ROOT / "tests"), os.environ.get("PYTHONPATH", "")]
+        ),
         "PROJECT_ROOT": str(cwd),
         # Tests never upload anything, whatever credentials the machine has.
         "WANDB_MODE": "offline",

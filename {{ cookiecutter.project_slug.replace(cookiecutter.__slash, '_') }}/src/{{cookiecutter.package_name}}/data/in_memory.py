@@ -9,13 +9,16 @@ from sklearn.model_selection import train_test_split
 from torch import Tensor
 from torch.utils.data import DataLoader, TensorDataset
 
+from {{ cookiecutter.package_name }}.data.batches import BatchIndexSampler, BatchLoader, TensorBatches
+
 
 class InMemoryDataModule(L.LightningDataModule):
     """Holds (inputs, labels) tensors and splits them; subclasses implement `load` and `prepare`.
 
     The split depends only on `val_fraction`, `test_fraction` and `split_seed`, never on the
     training seed, so every run and every evaluation sees the same test set.
-    `batch_size` is per device.
+    `batch_size` is per device. Batches come whole from the tensors (data/batches.py), in an
+    order made from `shuffle_seed` and the epoch, which a checkpoint restores mid-epoch.
     """
 
     def __init__(
@@ -24,6 +27,7 @@ class InMemoryDataModule(L.LightningDataModule):
         val_fraction: float = 0.15,
         test_fraction: float = 0.15,
         split_seed: int = 0,
+        shuffle_seed: int | None = None,
         num_workers: int = 0,
         pin_memory: bool = False,
     ) -> None:
@@ -42,9 +46,11 @@ class InMemoryDataModule(L.LightningDataModule):
         self.val_fraction = val_fraction
         self.test_fraction = test_fraction
         self.split_seed = split_seed
+        # No seed: a random one, which checkpoints keep, so a resumed run still continues its order.
+        self.shuffle_seed = int(torch.randint(2**31, ())) if shuffle_seed is None else shuffle_seed
         self.num_workers = num_workers
         self.pin_memory = pin_memory
-        self.splits: dict[str, TensorDataset] = {}
+        self.splits: dict[str, TensorBatches] = {}
         self.predict_set: TensorDataset | None = None
 
     # What `read_inputs` accepts, for error messages.
@@ -88,27 +94,37 @@ class InMemoryDataModule(L.LightningDataModule):
             random_state=self.split_seed,
         )
         self.splits = {
-            name: TensorDataset(inputs[i], labels[i])
+            name: TensorBatches(inputs[i], labels[i])
             for name, i in (("train", train), ("val", val), ("test", test))
         }
 
-    def _loader(self, split: str, shuffle: bool = False) -> DataLoader:
-        return DataLoader(
+    def _loader(self, split: str, shuffle: bool = False) -> BatchLoader:
+        # Under DDP each rank takes its share; Lightning's trainer knows the rank.
+        trainer = self.trainer
+        sampler = BatchIndexSampler(
+            len(self.splits[split]),
+            self.batch_size,
+            # Overfitting a few batches wants the same ones every epoch.
+            shuffle=shuffle and not (trainer and trainer.overfit_batches),
+            seed=self.shuffle_seed,
+            num_replicas=trainer.world_size if trainer else 1,
+            rank=trainer.global_rank if trainer else 0,
+        )
+        return BatchLoader(
             self.splits[split],
-            batch_size=self.batch_size,
-            shuffle=shuffle,
+            sampler,
             num_workers=self.num_workers,
             pin_memory=self.pin_memory,
             persistent_workers=self.num_workers > 0,
         )
 
-    def train_dataloader(self) -> DataLoader:
+    def train_dataloader(self) -> BatchLoader:
         return self._loader("train", shuffle=True)
 
-    def val_dataloader(self) -> DataLoader:
+    def val_dataloader(self) -> BatchLoader:
         return self._loader("val")
 
-    def test_dataloader(self) -> DataLoader:
+    def test_dataloader(self) -> BatchLoader:
         return self._loader("test")
 
     def predict_dataloader(self) -> DataLoader:

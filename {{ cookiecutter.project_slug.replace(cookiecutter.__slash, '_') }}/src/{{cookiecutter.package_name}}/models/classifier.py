@@ -7,7 +7,7 @@ import hydra
 import lightning as L
 import torch
 from torch import Tensor, nn
-from torchmetrics import MaxMetric, MetricCollection
+from torchmetrics import MaxMetric, MeanMetric, MetricCollection
 from torchmetrics.classification import MulticlassAccuracy, MulticlassF1Score
 
 from {{ cookiecutter.package_name }}.utils.pretrained import load_matching_weights
@@ -47,7 +47,12 @@ class Classifier(L.LightningModule):
         self.train_metrics = metrics.clone(prefix="train/")
         self.val_metrics = metrics.clone(prefix="val/")
         self.test_metrics = metrics.clone(prefix="test/")
+        self.train_loss, self.val_loss, self.test_loss = MeanMetric(), MeanMetric(), MeanMetric()
         self.val_acc_best = MaxMetric()
+        # Metric states go into checkpoints: a run resumed mid-epoch still averages the whole
+        # epoch, and keeps its best validation accuracy.
+        for metric in (self.train_metrics, self.train_loss, self.val_acc_best):
+            metric.persistent(True)
 
     @property
     def backbone(self) -> nn.Module:
@@ -65,13 +70,12 @@ class Classifier(L.LightningModule):
         x, y = batch
         logits = self(x)
         loss = self.criterion(logits, y)
-        metrics = getattr(self, f"{stage}_metrics")
+        metrics, mean_loss = getattr(self, f"{stage}_metrics"), getattr(self, f"{stage}_loss")
         metrics.update(logits, y)
-        # Logging the Metric objects lets Lightning compute (and sync across devices) once per epoch.
-        # sync_dist: under DDP the epoch loss is averaged over all ranks, once per epoch.
-        self.log(
-            f"{stage}/loss", loss, on_step=False, on_epoch=True, prog_bar=stage != "test", sync_dist=True
-        )
+        mean_loss.update(loss.detach(), weight=len(y))  # a mean over samples, however batched
+        # Logging the Metric objects lets Lightning compute them (synced across devices) once per
+        # epoch: no host-device synchronisation in the steps.
+        self.log(f"{stage}/loss", mean_loss, on_step=False, on_epoch=True, prog_bar=stage != "test")
         self.log_dict(metrics, on_step=False, on_epoch=True, prog_bar=stage == "val")
         return loss
 
@@ -87,6 +91,12 @@ class Classifier(L.LightningModule):
     def predict_step(self, batch: Tensor | tuple[Tensor, ...], batch_idx: int) -> Tensor:
         x = batch[0] if isinstance(batch, list | tuple) else batch
         return torch.softmax(self(x), dim=-1)
+
+    def on_train_epoch_start(self) -> None:
+        # Lightning calls this only when an epoch starts, not when a run resumes in the middle of
+        # one: the restored sums of a half-done epoch count, those of an ended epoch do not.
+        self.train_metrics.reset()
+        self.train_loss.reset()
 
     def on_train_start(self) -> None:
         # The sanity check ran validation on an untrained net; that is not a best score.

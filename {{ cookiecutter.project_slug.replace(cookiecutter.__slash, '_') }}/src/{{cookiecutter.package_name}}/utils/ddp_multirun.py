@@ -20,13 +20,18 @@ def multirun_job() -> Iterator[None]:
     start the sweep again elsewhere: point both at this job. Afterwards, end the job's process
     group and remove the launch variables, or the next job would reuse a group whose other
     ranks have exited, and, seeing LOCAL_RANK set, would not start its own ranks.
-    Outside a multirun this does nothing.
+    Outside a multirun it only ends the process group.
     """
     from hydra.core.hydra_config import HydraConfig
     from hydra.types import RunMode
 
     if not HydraConfig.initialized() or HydraConfig.get().mode != RunMode.MULTIRUN:
-        yield
+        try:
+            yield
+        finally:
+            # Ended explicitly, else a rank can abort at exit ("terminate called without an
+            # active exception") while the group's threads are torn down.
+            end_process_group()
         return
     hydra_cfg = HydraConfig.get()
     sys.argv = [sys.argv[0], *hydra_cfg.overrides.task]
@@ -36,12 +41,16 @@ def multirun_job() -> Iterator[None]:
     try:
         yield
     finally:
-        import torch.distributed
-
-        if torch.distributed.is_available() and torch.distributed.is_initialized():
-            torch.distributed.destroy_process_group()
+        end_process_group()
         for key, value in saved.items():
             if value is None:
                 os.environ.pop(key, None)
             else:
                 os.environ[key] = value
+
+
+def end_process_group() -> None:
+    import torch.distributed
+
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        torch.distributed.destroy_process_group()

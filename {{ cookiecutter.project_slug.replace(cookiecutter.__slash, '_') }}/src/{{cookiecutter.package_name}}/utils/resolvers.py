@@ -10,6 +10,10 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
+from {{ cookiecutter.package_name }}.utils.errors import ConfigError
+from {{ cookiecutter.package_name }}.utils.extras import launched_as_rank_zero
+from {{ cookiecutter.package_name }}.utils.resume import resume_dir
+
 
 def project_root() -> str:
     """$PROJECT_ROOT if set, else the directory the command runs from: the base of logs/ and data/."""
@@ -43,6 +47,33 @@ def run_name() -> str:
     return datetime.now().strftime("%Y-%m-%d_%H-%M-%S_%f")
 
 
+def run_dir(runs: str, resume: str | None = None) -> str:
+    """`runs/<run_name>` for a new run; the directory of the run that `resume` names otherwise.
+
+    A `resume` that names no run gets a new directory here, and train.py reports the error:
+    an error raised while Hydra resolves its own settings would come with a long traceback.
+    """
+    if resume:
+        try:
+            return resume_dir(runs, resume)
+        except ConfigError:
+            pass
+    return f"{runs}/{run_name()}"
+
+
+def hydra_subdir(run: str) -> str | None:
+    """Where Hydra saves this start's config: `.hydra`, or for a resumed run a new folder below it.
+
+    A resumed run keeps the config and overrides of its first start and adds those of each
+    restart. Under torchrun or srun only rank 0 saves it (None: not saved).
+    """
+    if not launched_as_rank_zero():
+        return None
+    if not (Path(run) / ".hydra").exists():
+        return ".hydra"
+    return f".hydra/resumed-{datetime.now().strftime('%Y-%m-%d_%H-%M-%S_%f')}"
+
+
 def _process_start(pid: int) -> str:
     """When a process started (clock ticks since boot), to tell launches with the same pid apart."""
     try:
@@ -52,7 +83,13 @@ def _process_start(pid: int) -> str:
 
 
 def register() -> None:
-    """Make ${project_root:} and ${run_name:} available to the configs (cached: one value a run)."""
-    for name, function in (("project_root", project_root), ("run_name", run_name)):
+    """Make the resolvers above available to the configs (cached: one value a run)."""
+    resolvers = {
+        "project_root": project_root,
+        "run_name": run_name,
+        "run_dir": run_dir,
+        "hydra_subdir": hydra_subdir,
+    }
+    for name, function in resolvers.items():
         if not OmegaConf.has_resolver(name):
             OmegaConf.register_new_resolver(name, function, use_cache=True)

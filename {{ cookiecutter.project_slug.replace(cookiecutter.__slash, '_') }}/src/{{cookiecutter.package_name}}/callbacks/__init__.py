@@ -1,0 +1,1 @@
+"""Callbacks that keep a run safe to stop and to continue."""

@@ -1,0 +1,56 @@
+"""Test helpers the runs under test load as callbacks (`+callbacks.<name>._target_=signal_helpers...`)."""
+
+import os
+import signal
+from typing import Any
+
+import lightning as L
+
+
+class SendSignalAt(L.Callback):
+    """Send `signal` to this process after training step `step`, as `kill` from outside would."""
+
+    def __init__(self, step: int, signal: str = "SIGTERM") -> None:
+        self.step = step
+        self.signal = signal
+
+    def on_train_batch_end(self, trainer: L.Trainer, *args: Any) -> None:
+        if trainer.global_step == self.step:
+            os.kill(os.getpid(), getattr(signal, self.signal))
+
+
+def kill_during_save(name: str, nth: int) -> None:
+    """SIGKILL this process halfway through writing the `nth` checkpoint whose file name contains `name`."""
+    import io
+
+    import torch
+
+    real_save = torch.save
+    seen = 0
+
+    def save(obj: Any, f: Any, *args: Any, **kwargs: Any) -> None:
+        nonlocal seen
+        if name in str(getattr(f, "name", f)):
+            seen += 1
+            if seen == nth:
+                buffer = io.BytesIO()
+                real_save(obj, buffer, *args, **kwargs)
+                data = buffer.getvalue()
+                f.write(data[: len(data) // 2])
+                f.flush()
+                os.kill(os.getpid(), signal.SIGKILL)
+        real_save(obj, f, *args, **kwargs)
+
+    torch.save = save
+
+
+if __name__ == "__main__":
+    # python -m signal_helpers <script> [overrides]: run the script, and kill it as
+    # KILL_DURING_SAVE=<name>:<n> says.
+    import runpy
+    import sys
+
+    name, nth = os.environ["KILL_DURING_SAVE"].rsplit(":", 1)
+    kill_during_save(name, int(nth))
+    sys.argv = sys.argv[1:]
+    runpy.run_path(sys.argv[0], run_name="__main__")
