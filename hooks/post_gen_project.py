@@ -30,7 +30,9 @@ def unwanted(answers: dict) -> list[str]:
         f"{configs}/logger/mlflow.yaml": answers["logger"] != "mlflow",
         # Hyperparameter search.
         "sweeps": not sweeps,
+        "tests/test_sweeps.py": not sweeps,
         f"{configs}/hparams_search": not optuna,
+        "tests/test_optuna.py": not optuna,
         # Infrastructure.
         f"{configs}/hydra/launcher": not answers["slurm"],
         "scripts/slurm": not answers["slurm"],

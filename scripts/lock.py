@@ -26,6 +26,7 @@ CORE = [
     "omegaconf",
     "scikit-learn",
     "rich",
+    "matplotlib",
     "python-dotenv",
     "onnx",
     "onnxscript",

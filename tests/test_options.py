@@ -24,12 +24,14 @@ tests/test_models.py tests/test_train.py tests/test_scaling.py {pkg}/__init__.py
 {pkg}/utils/resolvers.py {pkg}/utils/startup.py {cfg}/__init__.py {cfg}/train.yaml {cfg}/eval.yaml
 {cfg}/predict.yaml {cfg}/export.yaml {cfg}/callbacks/default.yaml
 {cfg}/callbacks/learning_rate_monitor.yaml {cfg}/callbacks/model_checkpoint.yaml
-{cfg}/callbacks/model_summary.yaml {cfg}/callbacks/none.yaml {cfg}/callbacks/rich_progress_bar.yaml
+{cfg}/callbacks/model_summary.yaml {cfg}/callbacks/none.yaml {cfg}/callbacks/progress_bar.yaml
 {cfg}/callbacks/last_checkpoint.yaml {cfg}/callbacks/stop_on_signal.yaml
 {cfg}/callbacks/stop_on_non_finite_loss.yaml {cfg}/callbacks/run_state.yaml
 {pkg}/callbacks/__init__.py {pkg}/callbacks/preemption.py {pkg}/callbacks/finite_loss.py
 {pkg}/callbacks/run_state.py {pkg}/data/batches.py {pkg}/utils/resume.py {pkg}/utils/run_info.py
 {pkg}/utils/atomic_checkpoint.py {pkg}/utils/csv_logger.py tests/test_resume.py tests/signal_helpers.py
+{pkg}/callbacks/progress.py {pkg}/utils/multirun_summary.py scripts/benchmark.py tests/test_loggers.py
+tests/test_crossval.py
 {cfg}/debug/default.yaml {cfg}/debug/fdr.yaml {cfg}/debug/limit.yaml {cfg}/debug/overfit.yaml
 {cfg}/debug/profiler.yaml {cfg}/experiment/example.yaml {cfg}/experiment/finetune.yaml
 {cfg}/extras/default.yaml {cfg}/hydra/default.yaml {cfg}/logger/csv.yaml {cfg}/model/classifier.yaml
@@ -73,9 +75,9 @@ def expected_files(answers: dict) -> set[str]:
     if has["mlflow"]:
         files.add(f"{cfg}/logger/mlflow.yaml")
     if has["sweeps"]:
-        files |= {"sweeps/random.yaml", "sweeps/bayes.yaml", "sweeps/grid.yaml"}
+        files |= {"sweeps/random.yaml", "sweeps/bayes.yaml", "sweeps/grid.yaml", "tests/test_sweeps.py"}
     if has["optuna"]:
-        files.add(f"{cfg}/hparams_search/optuna.yaml")
+        files |= {f"{cfg}/hparams_search/optuna.yaml", "tests/test_optuna.py"}
     if answers["slurm"]:
         files |= {f"{cfg}/hydra/launcher/slurm.yaml", "scripts/slurm/train.sbatch", "tests/test_slurm.py"}
     if answers["docker"]:

@@ -71,5 +71,5 @@ def trained_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[st
     from {{ cookiecutter.package_name }}.train import train
 
     run_dir = tmp_path_factory.mktemp("trained")
-    cfg = compose_config("train", run_dir, ["trainer.max_epochs=4", "callbacks.rich_progress_bar=null"])
+    cfg = compose_config("train", run_dir, ["trainer.max_epochs=4", "callbacks.progress_bar=null"])
     return run_dir, train(cfg)

@@ -33,7 +33,7 @@ def test_backbone_is_frozen_then_thawed_and_beats_training_from_scratch(
         "trainer.max_epochs=3",
         "callbacks.backbone_finetuning.unfreeze_backbone_at_epoch=2",
         "+callbacks.watch._target_=test_finetune.BackboneWatch",
-        "callbacks.rich_progress_bar=null",
+        "callbacks.progress_bar=null",
     ]
     metrics = train(compose_config("train", tmp_path, overrides))
     assert BackboneWatch.trainable == [False, False, True]

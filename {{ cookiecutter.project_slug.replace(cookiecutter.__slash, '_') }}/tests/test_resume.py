@@ -20,7 +20,7 @@ from {{ cookiecutter.package_name }}.utils.errors import ConfigError
 from {{ cookiecutter.package_name }}.utils.resume import check_fits
 
 EPOCHS = 2
-COMMON = ("logger=csv", f"trainer.max_epochs={EPOCHS}", "callbacks.rich_progress_bar=null")
+COMMON = ("logger=csv", f"trainer.max_epochs={EPOCHS}", "callbacks.progress_bar=null")
 
 
 def train(cwd: Path, *overrides: str, **env: str):

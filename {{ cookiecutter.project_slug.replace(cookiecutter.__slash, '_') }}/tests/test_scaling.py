@@ -16,7 +16,7 @@ from {{ cookiecutter.package_name }}.utils.resolvers import run_name
 ACCELERATOR = {"default": "auto", "cpu": "cpu", "gpu": "gpu", "mps": "mps"}
 PAIRS = list(itertools.product(options("trainer"), options("strategy")))
 # Quick real runs: CSV logs, five epochs, no progress bar in the captured output.
-SHORT = ["logger=csv", "trainer.max_epochs=5", "callbacks.rich_progress_bar=null"]
+SHORT = ["logger=csv", "trainer.max_epochs=5", "callbacks.progress_bar=null"]
 
 
 def missing_hardware(accelerator: str, strategy: str) -> str | None:

@@ -64,3 +64,16 @@ def test_default_training_reaches_its_target_accuracy(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     (run,) = (tmp_path / "logs" / "train" / "runs").iterdir()
     assert assert_run_directory(run, "train")["test/acc"] >= {{ '0.97' if cookiecutter.example == 'digits' else '0.9' }}
+
+
+def test_run_directory_holds_the_pictures(trained_run: tuple[Path, dict[str, float]]) -> None:
+    import csv
+
+    run_dir, metrics = trained_run
+    for picture in ("confusion_matrix.png", "learning_curves.png"):
+        assert (run_dir / picture).read_bytes().startswith(b"\x89PNG"), picture
+    with (run_dir / "test_per_class.csv").open() as file:
+        rows = list(csv.DictReader(file))
+    assert len(rows) == {{ '10' if cookiecutter.example == 'digits' else '4' }}
+    correct = sum(float(row["recall"]) * int(row["support"]) for row in rows)
+    assert correct / sum(int(row["support"]) for row in rows) == pytest.approx(metrics["test/acc"], abs=1e-6)

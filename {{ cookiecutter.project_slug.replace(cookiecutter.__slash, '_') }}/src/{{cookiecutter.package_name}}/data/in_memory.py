@@ -5,7 +5,7 @@ from pathlib import Path
 import lightning as L
 import numpy as np
 import torch
-from sklearn.model_selection import train_test_split
+from sklearn.model_selection import StratifiedKFold, train_test_split
 from torch import Tensor
 from torch.utils.data import DataLoader, TensorDataset
 
@@ -16,7 +16,9 @@ class InMemoryDataModule(L.LightningDataModule):
     """Holds (inputs, labels) tensors and splits them; subclasses implement `load` and `prepare`.
 
     The split depends only on `val_fraction`, `test_fraction` and `split_seed`, never on the
-    training seed, so every run and every evaluation sees the same test set.
+    training seed, so every run and every evaluation sees the same test set. With `fold` set,
+    the data outside the test set is split into `num_folds` stratified folds instead
+    (`val_fraction` is then unused): fold `fold` validates, the others train.
     `batch_size` is per device. Batches come whole from the tensors (data/batches.py), in an
     order made from `shuffle_seed` and the epoch, which a checkpoint restores mid-epoch.
     """
@@ -28,6 +30,8 @@ class InMemoryDataModule(L.LightningDataModule):
         test_fraction: float = 0.15,
         split_seed: int = 0,
         shuffle_seed: int | None = None,
+        num_folds: int = 5,
+        fold: int | None = None,
         num_workers: int = 0,
         pin_memory: bool = False,
     ) -> None:
@@ -40,12 +44,20 @@ class InMemoryDataModule(L.LightningDataModule):
                 f"data.val_fraction + data.test_fraction = {val_fraction + test_fraction!r}: "
                 "must be below 1 to leave training data."
             )
+        if num_folds < 2:
+            raise ValueError(f"data.num_folds={num_folds!r}: must be at least 2.")
+        if fold is not None and not 0 <= fold < num_folds:
+            raise ValueError(
+                f"data.fold={fold!r}: must be null or 0 to {num_folds - 1} (data.num_folds={num_folds})."
+            )
         if batch_size < 1:
             raise ValueError(f"data.batch_size={batch_size!r}: must be a positive integer.")
         self.batch_size = batch_size
         self.val_fraction = val_fraction
         self.test_fraction = test_fraction
         self.split_seed = split_seed
+        self.num_folds = num_folds
+        self.fold = fold
         # No seed: a random one, which checkpoints keep, so a resumed run still continues its order.
         self.shuffle_seed = int(torch.randint(2**31, ())) if shuffle_seed is None else shuffle_seed
         self.num_workers = num_workers
@@ -87,12 +99,17 @@ class InMemoryDataModule(L.LightningDataModule):
         rest, test = train_test_split(
             index, test_size=self.test_fraction, stratify=labels, random_state=self.split_seed
         )
-        train, val = train_test_split(
-            rest,
-            test_size=self.val_fraction / (1.0 - self.test_fraction),
-            stratify=labels[rest],
-            random_state=self.split_seed,
-        )
+        if self.fold is None:
+            train, val = train_test_split(
+                rest,
+                test_size=self.val_fraction / (1.0 - self.test_fraction),
+                stratify=labels[rest],
+                random_state=self.split_seed,
+            )
+        else:  # k-fold cross-validation: fold k of the non-test data validates, the others train
+            folds = StratifiedKFold(n_splits=self.num_folds, shuffle=True, random_state=self.split_seed)
+            train_part, val_part = list(folds.split(rest, labels[rest]))[self.fold]
+            train, val = rest[train_part], rest[val_part]
         self.splits = {
             name: TensorBatches(inputs[i], labels[i])
             for name, i in (("train", train), ("val", val), ("test", test))

@@ -38,16 +38,20 @@ class Classifier(L.LightningModule):
         if pretrained:
             load_matching_weights(self.net, pretrained)
         self.criterion = nn.CrossEntropyLoss()
+        # No input checks in the steps (they synchronise with the device): the inputs are the
+        # model's own logits and the data's labels, and StopOnNonFiniteLoss watches for NaN.
         metrics = MetricCollection(
             {
-                "acc": MulticlassAccuracy(num_classes=num_classes),
-                "f1": MulticlassF1Score(num_classes=num_classes, average="macro"),
+                "acc": MulticlassAccuracy(num_classes=num_classes, validate_args=False),
+                "f1": MulticlassF1Score(num_classes=num_classes, average="macro", validate_args=False),
             }
         )
         self.train_metrics = metrics.clone(prefix="train/")
         self.val_metrics = metrics.clone(prefix="val/")
         self.test_metrics = metrics.clone(prefix="test/")
-        self.train_loss, self.val_loss, self.test_loss = MeanMetric(), MeanMetric(), MeanMetric()
+        self.train_loss, self.val_loss, self.test_loss = (
+            MeanMetric(nan_strategy="disable") for _ in range(3)
+        )
         self.val_acc_best = MaxMetric()
         # Metric states go into checkpoints: a run resumed mid-epoch still averages the whole
         # epoch, and keeps its best validation accuracy.
@@ -66,47 +70,55 @@ class Classifier(L.LightningModule):
     def forward(self, x: Tensor) -> Tensor:
         return self.net(x)
 
-    def _step(self, batch: tuple[Tensor, Tensor], stage: str) -> Tensor:
+    def _step(self, batch: tuple[Tensor, Tensor], stage: str) -> tuple[Tensor, Tensor]:
         x, y = batch
         logits = self(x)
         loss = self.criterion(logits, y)
+        # Only tensor updates in the steps: no logging, no host-device synchronisation. The
+        # metrics are computed (and synced across devices) and logged once per epoch.
+        getattr(self, f"{stage}_metrics").update(logits, y)
+        getattr(self, f"{stage}_loss").update(loss.detach(), weight=len(y))  # a mean over samples
+        return loss, logits
+
+    def _log_epoch(self, stage: str) -> dict[str, Tensor]:
         metrics, mean_loss = getattr(self, f"{stage}_metrics"), getattr(self, f"{stage}_loss")
-        metrics.update(logits, y)
-        mean_loss.update(loss.detach(), weight=len(y))  # a mean over samples, however batched
-        # Logging the Metric objects lets Lightning compute them (synced across devices) once per
-        # epoch: no host-device synchronisation in the steps.
-        self.log(f"{stage}/loss", mean_loss, on_step=False, on_epoch=True, prog_bar=stage != "test")
-        self.log_dict(metrics, on_step=False, on_epoch=True, prog_bar=stage == "val")
-        return loss
+        values = {**metrics.compute(), f"{stage}/loss": mean_loss.compute()}
+        metrics.reset()
+        mean_loss.reset()
+        self.log_dict(values, prog_bar=stage != "test", sync_dist=True)
+        return values
 
     def training_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> Tensor:
-        return self._step(batch, "train")
+        return self._step(batch, "train")[0]
 
     def validation_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> None:
         self._step(batch, "val")
 
-    def test_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> None:
-        self._step(batch, "test")
+    def test_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> Tensor:
+        return self._step(batch, "test")[1]  # the logits, for the confusion matrix (callbacks/reports.py)
 
     def predict_step(self, batch: Tensor | tuple[Tensor, ...], batch_idx: int) -> Tensor:
         x = batch[0] if isinstance(batch, list | tuple) else batch
         return torch.softmax(self(x), dim=-1)
 
-    def on_train_epoch_start(self) -> None:
-        # Lightning calls this only when an epoch starts, not when a run resumes in the middle of
-        # one: the restored sums of a half-done epoch count, those of an ended epoch do not.
-        self.train_metrics.reset()
-        self.train_loss.reset()
-
     def on_train_start(self) -> None:
         # The sanity check ran validation on an untrained net; that is not a best score.
         self.val_acc_best.reset()
 
+    def on_train_epoch_end(self) -> None:
+        # Before the checkpoints of the epoch end are written: they hold no stale sums. A
+        # checkpoint written in the middle of an epoch holds that epoch's sums so far.
+        self._log_epoch("train")
+
     def on_validation_epoch_end(self) -> None:
+        values = self._log_epoch("val")
         if self.trainer.sanity_checking:
             return
-        self.val_acc_best.update(self.val_metrics["acc"].compute())
+        self.val_acc_best.update(values["val/acc"])
         self.log("val/acc_best", self.val_acc_best.compute(), sync_dist=True)
+
+    def on_test_epoch_end(self) -> None:
+        self._log_epoch("test")
 
     def configure_optimizers(self) -> Any:
         # Frozen parameters (a fine-tuned backbone) join the optimizer when they are thawed.

@@ -35,20 +35,23 @@ def git_state(directory: Path = SOURCE_DIR) -> dict[str, Any]:
         return {"commit": None, "note": f"{directory} is not in a git checkout (or git is not installed)"}
 
 
+def cpu() -> str:
+    """The CPU's model name."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
 def devices() -> list[str]:
     import torch
 
     if torch.cuda.is_available():
         return [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return [f"{cpu} ({os.cpu_count()} cores)"]
+    return [f"{cpu()} ({os.cpu_count()} cores)"]
 
 
 def run_info(cfg: DictConfig) -> dict[str, Any]:

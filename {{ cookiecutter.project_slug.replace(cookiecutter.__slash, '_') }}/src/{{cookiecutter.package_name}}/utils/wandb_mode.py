@@ -2,6 +2,7 @@
 
 import netrc
 import os
+from pathlib import Path
 from typing import Any
 
 from lightning.pytorch.loggers import WandbLogger
@@ -20,8 +21,22 @@ def has_credentials() -> bool:
 def wandb_logger(**kwargs: Any) -> WandbLogger:
     """A WandbLogger; WANDB_MODE wins if set, else offline without credentials.
 
+    In a multirun, each job's run is grouped under the multirun's name unless `group` is set.
+
     An offline run is kept in <run>/wandb/ and uploaded later with `wandb sync <that dir>`.
     """
     if "WANDB_MODE" not in os.environ and not has_credentials():
         os.environ["WANDB_MODE"] = "offline"
+    if kwargs.get("group") is None and (sweep := multirun_name()):
+        kwargs["group"] = sweep  # the jobs of one multirun, shown together
     return WandbLogger(**kwargs)
+
+
+def multirun_name() -> str | None:
+    """The name of the multirun this job belongs to (its directory's name), or None."""
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
+    if not HydraConfig.initialized() or HydraConfig.get().mode != RunMode.MULTIRUN:
+        return None
+    return Path(HydraConfig.get().sweep.dir).name

@@ -1,0 +1,304 @@
+"""What the template's layers cost: `make bench` (or `python scripts/benchmark.py`).
+
+Prints, and writes to docs/benchmarks.md with a description of the machine:
+
+- parity: the default example trained by the project's pipeline (`train(cfg)` with the default
+  config, callbacks and logger) and by a hand-written PyTorch loop with the same net, data
+  order, optimizer, schedule, batch size, epochs and seed, alternating A B A B in one process:
+  steady-state training samples/s of both (epochs after the first), their ratio with its
+  spread, and the final training losses of both;
+- data path: batches/s of the whole-batch loader against a per-sample DataLoader on the same data;
+- start-up: wall time of `train.py --help`, `--cfg job` and a mistyped override (median);
+- end to end: wall time of `python train.py` against a plain script doing the same training.
+
+`--trainer gpu` runs the same comparison on a GPU, `--precision bf16-mixed` with mixed precision.
+These are measurements, not tests: on a shared, noisy machine, read the spread.
+"""
+
+import argparse
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+
+import hydra  # noqa: E402
+import lightning as L  # noqa: E402
+import torch  # noqa: E402
+from hydra import compose, initialize_config_module  # noqa: E402
+from omegaconf import DictConfig, open_dict  # noqa: E402
+
+from {{ cookiecutter.package_name }}.utils.resolvers import register  # noqa: E402
+
+register()
+
+
+def config(run_dir: Path, overrides: list[str]) -> DictConfig:
+    """The train config as the command line composes it, writing into `run_dir`."""
+    with initialize_config_module(config_module="{{ cookiecutter.package_name }}.configs", version_base="1.3"):
+        cfg = compose(config_name="train", overrides=overrides)
+    with open_dict(cfg):
+        cfg.paths.output_dir = str(run_dir)
+        cfg.extras.print_config = False
+    return cfg
+
+
+# The timers the pipeline's runs create (through the config, so the run is built as usual).
+TIMERS: list["EpochTimer"] = []
+
+
+class EpochTimer(L.Callback):
+    """Wall time of each training epoch's batches (validation excluded), for the pipeline."""
+
+    def __init__(self) -> None:
+        self.times: list[float] = []
+        self.start = 0.0
+        TIMERS.append(self)
+
+    @staticmethod
+    def _now(pl_module: L.LightningModule) -> float:
+        if pl_module.device.type == "cuda":
+            torch.cuda.synchronize()
+        return time.perf_counter()
+
+    def on_train_epoch_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self.start = self._now(pl_module)
+
+    def _stop(self, pl_module: L.LightningModule) -> None:
+        if self.start:
+            self.times.append(self._now(pl_module) - self.start)
+            self.start = 0.0
+
+    def on_validation_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if not trainer.sanity_checking:
+            self._stop(pl_module)
+
+    def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self._stop(pl_module)
+
+
+def pipeline(cfg: DictConfig) -> tuple[list[float], float, int]:
+    """Train with the project's own code; return epoch times, final train loss, samples per epoch."""
+    from {{ cookiecutter.package_name }}.train import train
+
+    metrics = train(cfg)
+    datamodule = hydra.utils.instantiate(cfg.data)
+    datamodule.setup("fit")
+    return TIMERS[-1].times, metrics["train/loss"], len(datamodule.splits["train"])
+
+
+def plain_loop(cfg: DictConfig, test: bool = False) -> tuple[list[float], float, int]:
+    """The same training by hand: same net, data order, optimizer, schedule, batch size, epochs, seed."""
+    import torch.nn.functional as F
+
+    L.seed_everything(cfg.seed, workers=True, verbose=False)
+    datamodule = hydra.utils.instantiate(cfg.data)
+    net = hydra.utils.instantiate(cfg.model.net)
+    device = torch.device("cuda" if cfg.trainer.accelerator == "gpu" else "cpu")
+    net.to(device)
+    optimizer = hydra.utils.instantiate(cfg.model.optimizer, params=net.parameters())
+    scheduler = (
+        hydra.utils.instantiate(cfg.model.scheduler, optimizer=optimizer) if cfg.model.scheduler else None
+    )
+    datamodule.setup("fit")
+    loader = datamodule.train_dataloader()
+    autocast = "bf16" in str(cfg.trainer.precision)
+    times: list[float] = []
+    for epoch in range(cfg.trainer.max_epochs):
+        loader.sampler.set_epoch(epoch)
+        net.train()
+        loss_sum, count = torch.zeros((), device=device), 0
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        start = time.perf_counter()
+        for x, y in loader:
+            x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
+            with torch.autocast(device.type, dtype=torch.bfloat16, enabled=autocast):
+                loss = F.cross_entropy(net(x), y)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+            loss_sum += loss.detach() * len(y)
+            count += len(y)
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        times.append(time.perf_counter() - start)
+        if scheduler is not None:
+            scheduler.step()
+    if test:
+        net.eval()
+        datamodule.setup("test")
+        with torch.no_grad():
+            correct = sum(
+                int((net(x.to(device)).argmax(-1) == y.to(device)).sum())
+                for x, y in datamodule.test_dataloader()
+            )
+        print(f"test accuracy {correct / len(datamodule.splits['test']):.4f}")
+    return times, float(loss_sum / count), len(datamodule.splits["train"])
+
+
+def parity(overrides: list[str], rounds: int) -> dict[str, Any]:
+    rates: dict[str, list[float]] = {"pipeline": [], "plain": []}
+    losses: dict[str, float] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for index in range(rounds):
+            for name, run in (("pipeline", pipeline), ("plain", plain_loop)):
+                timer = (
+                    ["+callbacks.benchmark_timer._target_=__main__.EpochTimer"] if name == "pipeline" else []
+                )
+                cfg = config(Path(tmp) / f"{name}-{index}", ["test=false", *timer, *overrides])
+                times, loss, samples = run(cfg)
+                steady = times[1:] or times
+                rates[name].append(samples * len(steady) / sum(steady))
+                losses[name] = loss
+    ratios = [a / b for a, b in zip(rates["pipeline"], rates["plain"], strict=True)]
+    return {"rates": rates, "ratios": ratios, "losses": losses}
+
+
+def data_path(overrides: list[str], epochs: int = 20) -> dict[str, float]:
+    from torch.utils.data import DataLoader, TensorDataset
+
+    with tempfile.TemporaryDirectory() as tmp:
+        cfg = config(Path(tmp), overrides)
+    datamodule = hydra.utils.instantiate(cfg.data)
+    datamodule.setup("fit")
+    whole = datamodule.train_dataloader()
+    per_sample = DataLoader(
+        TensorDataset(*datamodule.splits["train"].tensors),
+        batch_size=cfg.data.batch_size,
+        shuffle=True,
+        generator=torch.Generator().manual_seed(0),
+    )
+    result = {}
+    for name, loader in (("whole batches", whole), ("per-sample DataLoader", per_sample)):
+        start, batches = time.perf_counter(), 0
+        for _ in range(epochs):
+            for _batch in loader:
+                batches += 1
+        result[name] = batches / (time.perf_counter() - start)
+    return result
+
+
+def wall_times(command: list[str], repeats: int) -> list[float]:
+    times = []
+    for _ in range(repeats):
+        with tempfile.TemporaryDirectory() as tmp:
+            start = time.perf_counter()
+            # The project's code from this checkout, installed or not; W&B offline.
+            env = {"PYTHONPATH": str(ROOT / "src"), "WANDB_MODE": "offline", "PROJECT_ROOT": tmp}
+            result = subprocess.run(
+                command, cwd=tmp, capture_output=True, text=True, env={**os.environ, **env}
+            )
+            if result.returncode != 0 and "max_epoch=" not in " ".join(command):
+                raise RuntimeError(f"{' '.join(command)} failed:\n{result.stderr[-2000:]}")
+            times.append(time.perf_counter() - start)
+    return times
+
+
+def startup(repeats: int) -> dict[str, float]:
+    train = [sys.executable, str(ROOT / "train.py")]
+    commands = {
+        "train.py --help": [*train, "--help"],
+        "train.py --cfg job": [*train, "--cfg", "job"],
+        "train.py trainer.max_epoch=3 (mistyped)": [*train, "trainer.max_epoch=3"],
+        "python -c 'import torch, lightning' (for scale)": [sys.executable, "-c", "import torch, lightning"],
+    }
+    return {name: statistics.median(wall_times(command, repeats)) for name, command in commands.items()}
+
+
+def end_to_end(overrides: list[str], repeats: int) -> dict[str, float]:
+    project = wall_times([sys.executable, str(ROOT / "train.py"), *overrides], repeats)
+    plain = wall_times([sys.executable, __file__, "--plain-script", *overrides], repeats)
+    return {"python train.py": statistics.median(project), "plain PyTorch script": statistics.median(plain)}
+
+
+def plain_script(overrides: list[str]) -> None:
+    """A plain script: the same training as `python train.py`, then the test accuracy."""
+    with tempfile.TemporaryDirectory() as tmp:
+        plain_loop(config(Path(tmp), overrides), test=True)
+
+
+def machine() -> str:
+    from {{ cookiecutter.package_name }}.utils.run_info import cpu
+
+    gpus = ", ".join(torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())) or "none"
+    python = platform.python_version()
+    return f"{cpu()}, {os.cpu_count()} cores; GPU: {gpus}; Python {python}, torch {torch.__version__}"
+
+
+def spread(values: list[float]) -> str:
+    return f"{statistics.median(values):.3f} (min {min(values):.3f}, max {max(values):.3f})"
+
+
+def report(args: argparse.Namespace, overrides: list[str]) -> str:
+    lines = [f"# Benchmarks\n\nMachine: {machine()}  \nOverrides: `{' '.join(overrides) or '(defaults)'}`\n"]
+
+    result = parity(overrides, args.rounds)
+    rates, losses = result["rates"], result["losses"]
+    lines += [
+        "## Parity with a hand-written loop\n",
+        "| | samples/s (median of rounds) | final train loss |",
+        "|---|---|---|",
+        f"| project pipeline | {statistics.median(rates['pipeline']):,.0f} | {losses['pipeline']:.5f} |",
+        f"| plain PyTorch loop | {statistics.median(rates['plain']):,.0f} | {losses['plain']:.5f} |",
+        "",
+        f"Ratio pipeline/plain: {spread(result['ratios'])} over {args.rounds} rounds (target >= 0.95). "
+        f"Losses equal to 5 decimals: {round(losses['pipeline'], 5) == round(losses['plain'], 5)}.\n",
+    ]
+    print("\n".join(lines[-8:]), flush=True)
+
+    data = data_path(overrides)
+    lines += ["## Data path\n", "| loader | batches/s |", "|---|---|"]
+    lines += [f"| {name} | {rate:,.0f} |" for name, rate in data.items()]
+    speedup = data["whole batches"] / data["per-sample DataLoader"]
+    lines += ["", f"Whole batches are {speedup:.1f}x faster.\n"]
+    print("\n".join(lines[-6:]), flush=True)
+
+    times = startup(args.repeats)
+    lines += ["## Start-up (median wall time)\n", "| command | seconds |", "|---|---|"]
+    lines += [f"| `{name}` | {seconds:.2f} |" for name, seconds in times.items()]
+    lines.append("")
+    print("\n".join(lines[-6:]), flush=True)
+
+    e2e = end_to_end(overrides, max(1, args.repeats // 2))
+    ratio = e2e["python train.py"] / e2e["plain PyTorch script"]
+    lines += ["## End to end (whole process, median)\n", "| command | seconds |", "|---|---|"]
+    lines += [f"| `{name}` | {seconds:.1f} |" for name, seconds in e2e.items()]
+    lines += ["", f"Ratio: {ratio:.2f} (target <= 2). `python train.py` also tests, logs and checkpoints.\n"]
+    print("\n".join(lines[-7:]), flush=True)
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--rounds", type=int, default=3, help="A B rounds of the parity benchmark")
+    parser.add_argument("--repeats", type=int, default=5, help="runs of each start-up command")
+    parser.add_argument("--trainer", default=None, help="trainer config, e.g. gpu")
+    parser.add_argument("--precision", default=None, help="e.g. bf16-mixed")
+    parser.add_argument("--out", type=Path, default=ROOT / "docs" / "benchmarks.md")
+    parser.add_argument("--plain-script", action="store_true", help=argparse.SUPPRESS)
+    args, overrides = parser.parse_known_args()
+    if args.trainer:
+        overrides.append(f"trainer={args.trainer}")
+    if args.precision:
+        overrides.append(f"trainer.precision={args.precision}")
+    if args.plain_script:
+        plain_script(overrides)
+        return
+    text = report(args, overrides)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(text)
+    print(f"Written to {args.out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,55 @@
+"""Every logger config logs, offline, the metrics of metrics.json under the same names."""
+
+import json
+from pathlib import Path
+
+import pytest
+from conftest import ROOT, compose_config
+
+from {{ cookiecutter.package_name }}.train import train
+
+LOGGERS = sorted(p.stem for p in (ROOT / "src" / "{{ cookiecutter.package_name }}" / "configs" / "logger").glob("*.yaml"))
+SHORT = ["debug=limit", "trainer.max_epochs=1"]
+
+
+def logged_names(name: str, run_dir: Path, ids: dict[str, str], expected: set[str]) -> set[str]:
+    """The metric names one logger wrote, read back from its files."""
+    if name == "csv":
+        return set((run_dir / "csv" / "metrics.csv").read_text().splitlines()[0].split(","))
+    if name == "tensorboard":
+        from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+        events = EventAccumulator(str(run_dir / "tensorboard")).Reload()
+        return set(events.Tags()["scalars"])
+    if name == "wandb":
+        # An offline run keeps its records in one binary file, where each logged key is stored
+        # as plain UTF-8 (W&B has no offline reader in Python).
+        (records,) = run_dir.glob("wandb/offline-run-*/run-*.wandb")
+        data = records.read_bytes()
+        media = run_dir.glob("wandb/offline-run-*/files/media")
+        assert [p for folder in media for p in folder.rglob("confusion_matrix*.png")]
+        return {key for key in expected if key.encode() in data}
+    if name == "mlflow":
+        from mlflow.tracking import MlflowClient
+
+        client = MlflowClient(tracking_uri=f"sqlite:///{run_dir / 'logs' / 'mlflow.db'}")
+        return set(client.get_run(ids["mlflow"]).data.metrics)
+    raise AssertionError(f"no check for logger {name}")
+
+
+def test_every_logger_at_once_logs_the_metrics_json_names(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    cfg = compose_config("train", tmp_path, [f"logger=[{','.join(LOGGERS)}]", *SHORT])
+    assert set(cfg.logger) == set(LOGGERS)
+    metrics = train(cfg)
+    ids_file = tmp_path / "logger_runs.json"  # written where a logger has run ids (W&B, MLflow)
+    ids = json.loads(ids_file.read_text()) if ids_file.exists() else {}
+    for name in LOGGERS:
+        missing = metrics.keys() - logged_names(name, tmp_path, ids, set(metrics))
+        assert not missing, f"{name} did not log {sorted(missing)}"
+    # The full resolved config and the parameter counts, once, as hyperparameters.
+    hparams = (tmp_path / "csv" / "hparams.yaml").read_text()
+    for key in ("model/params/total:", "trainer:", "data:", "seed: 42", "tags:"):
+        assert key in hparams

@@ -1,0 +1,115 @@
+"""W&B sweeps, offline: each sweep file is valid, and the agent's exact command trains with its values.
+
+The command is built by the installed wandb package's own code (the agent's macros and its
+`args_no_hyphens` formatting); parameters are sampled from the sweep's distributions, as the
+agent's random and grid searches do (a Bayesian search starts the same way).
+"""
+
+import json
+import math
+import random
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from conftest import ROOT, compose_config, run_script
+from wandb.sdk.launch.sweeps import utils as sweep_utils
+
+SWEEPS = sorted((ROOT / "sweeps").glob("*.yaml"))
+# Metrics the project logs, by the names in metrics.json.
+LOGGED = {f"{stage}/{name}" for stage in ("train", "val", "test") for name in ("loss", "acc", "f1")} | {
+    "val/acc_best"
+}
+DISTRIBUTIONS = {"uniform", "int_uniform", "log_uniform_values", "categorical", "constant"}
+
+
+def sweep(path: Path) -> dict[str, Any]:
+    return yaml.safe_load(path.read_text())
+
+
+def problems(config: dict[str, Any]) -> list[str]:
+    """What W&B's sweep config validation would reject, for the features these files use."""
+    found = []
+    if config.get("method") not in ("random", "grid", "bayes"):
+        found.append(f"method {config.get('method')!r}")
+    metric = config.get("metric", {})
+    if not metric.get("name") or metric.get("goal") not in ("minimize", "maximize"):
+        found.append(f"metric {metric!r}: needs a name and goal minimize or maximize")
+    for name, spec in config.get("parameters", {}).items():
+        if "values" in spec or "value" in spec:
+            continue
+        if spec.get("distribution") not in DISTRIBUTIONS or not {"min", "max"} <= spec.keys():
+            found.append(f"parameter {name}: {spec!r}")
+        elif config["method"] == "grid":
+            found.append(f"parameter {name}: a grid search needs values, not a distribution")
+        elif spec["min"] >= spec["max"]:
+            found.append(f"parameter {name}: min must be below max")
+    if (stop := config.get("early_terminate")) and (
+        stop.get("type") != "hyperband" or not ({"min_iter", "max_iter"} & stop.keys())
+    ):
+        found.append(f"early_terminate {stop!r}: hyperband needs min_iter or max_iter")
+    command = config.get("command", [])
+    if "${args_no_hyphens}" not in command or "${args}" in command:
+        found.append("command: Hydra needs ${args_no_hyphens} (key=value), not ${args} (--key=value)")
+    return found
+
+
+def sample(parameters: dict[str, Any], rng: random.Random) -> dict[str, Any]:
+    values = {}
+    for name, spec in parameters.items():
+        if "value" in spec:
+            values[name] = spec["value"]
+        elif "values" in spec:
+            values[name] = rng.choice(spec["values"])
+        elif spec["distribution"] == "log_uniform_values":
+            values[name] = math.exp(rng.uniform(math.log(spec["min"]), math.log(spec["max"])))
+        elif spec["distribution"] == "int_uniform":
+            values[name] = rng.randint(spec["min"], spec["max"])
+        else:
+            values[name] = rng.uniform(spec["min"], spec["max"])
+    return values
+
+
+def agent_command(config: dict[str, Any], values: dict[str, Any]) -> list[str]:
+    """The command line the W&B agent runs for these values, built by wandb's own functions."""
+    template = sweep_utils.create_sweep_command(list(config["command"]))
+    macros = sweep_utils.create_sweep_command_args({"args": {k: {"value": v} for k, v in values.items()}})
+    macros |= {"env": [], "interpreter": [sys.executable], "program": [str(ROOT / config["program"])]}
+    command: list[str] = []
+    for chunk in template:  # the agent's own substitution: ${name} expands to a list of arguments
+        command += macros.get(chunk[2:-1], []) if chunk.startswith("${") and chunk.endswith("}") else [chunk]
+    return command
+
+
+@pytest.mark.parametrize("path", SWEEPS, ids=lambda p: p.stem)
+def test_sweep_file_is_valid_and_its_parameters_are_config_keys(path: Path, tmp_path: Path) -> None:
+    config = sweep(path)
+    assert not problems(config)
+    assert config["metric"]["name"] in LOGGED
+    assert (ROOT / config["program"]).is_file()
+    overrides = agent_command(config, sample(config["parameters"], random.Random(0)))[2:]
+    compose_config("train", tmp_path, overrides)  # every key exists and every value fits
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", SWEEPS, ids=lambda p: p.stem)
+def test_agent_command_trains_with_the_sampled_values(path: Path, tmp_path: Path) -> None:
+    config = sweep(path)
+    values = sample(config["parameters"], random.Random(1))
+    command = agent_command(config, values)
+    result = run_script(command[1], *command[2:], "debug=fdr", cwd=tmp_path, RUN_NAME="agent")
+    assert result.returncode == 0, result.stderr[-3000:]
+    run = tmp_path / "logs" / "debug" / "runs" / "agent"
+    resolved = json.loads((run / ".hydra" / "run_info.json").read_text())["config"]
+    choices = yaml.safe_load((run / ".hydra" / "hydra.yaml").read_text())["hydra"]["runtime"]["choices"]
+    for key, value in values.items():
+        if "/" in key:  # a config group
+            assert choices[key] == value
+            continue
+        node = resolved
+        for part in key.split("."):
+            node = node[part]
+        assert node == pytest.approx(value) if isinstance(value, float) else node == value, key
+    assert config["metric"]["name"] in json.loads((run / "metrics.json").read_text())
