@@ -77,7 +77,9 @@ class Classifier(L.LightningModule):
         # Only tensor updates in the steps: no logging, no host-device synchronisation. The
         # metrics are computed (and synced across devices) and logged once per epoch.
         getattr(self, f"{stage}_metrics").update(logits, y)
-        getattr(self, f"{stage}_loss").update(loss.detach(), weight=len(y))  # a mean over samples
+        # A mean over samples, however batched. (No `weight=`: torchmetrics 1.9 ignores it when
+        # nan_strategy is "disable".)
+        getattr(self, f"{stage}_loss").update(loss.detach().expand(len(y)))
         return loss, logits
 
     def _log_epoch(self, stage: str) -> dict[str, Tensor]:
