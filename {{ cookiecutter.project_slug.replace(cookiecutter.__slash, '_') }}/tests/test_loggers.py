@@ -53,3 +53,22 @@ def test_every_logger_at_once_logs_the_metrics_json_names(
     hparams = (tmp_path / "csv" / "hparams.yaml").read_text()
     for key in ("model/params/total:", "trainer:", "data:", "seed: 42", "tags:"):
         assert key in hparams
+{%- if cookiecutter.__wandb == 'True' %}
+
+
+@pytest.mark.slow
+def test_multirun_gives_each_job_its_own_wandb_run_grouped_by_the_multirun(tmp_path: Path) -> None:
+    from conftest import run_script
+
+    # debug=limit, not fdr: a fast dev run replaces the loggers with a dummy.
+    jobs = ("-m", "seed=0,1", "debug=limit", "trainer.max_epochs=1", "logger=wandb")
+    result = run_script("train.py", *jobs, cwd=tmp_path, RUN_NAME="grouped")
+    assert result.returncode == 0, result.stderr[-3000:]
+    sweep = tmp_path / "logs" / "debug" / "multiruns" / "grouped"
+    runs = [list((sweep / str(job)).glob("wandb/offline-run-*")) for job in (0, 1)]
+    assert [len(found) for found in runs] == [1, 1]
+    # Each job ended its run before the next began, or the second would have continued the first.
+    assert runs[0][0].name.rsplit("-", 1)[1] != runs[1][0].name.rsplit("-", 1)[1]
+    for (found,) in runs:
+        assert b"grouped" in next(found.glob("run-*.wandb")).read_bytes()  # the W&B group
+{%- endif %}

@@ -256,3 +256,21 @@ def test_non_finite_loss_stops_training_and_keeps_the_last_good_checkpoint(
         torch.isfinite(value).all() for value in last["state_dict"].values() if value.is_floating_point()
     )
     assert not (tmp_path / "checkpoints" / "interrupted.ckpt").exists()
+{%- if cookiecutter.__wandb == 'True' %}
+
+
+@pytest.mark.slow
+def test_resumed_run_appends_to_the_same_wandb_run(tmp_path: Path) -> None:
+    tracked = ("logger=wandb", f"trainer.max_epochs={EPOCHS}")
+    stopped = run_script("train.py", *tracked, *signal_at(5), cwd=tmp_path, RUN_NAME="tracked")
+    assert stopped.returncode == EXIT_CODE, stopped.stderr[-3000:]
+    run = run_dir(tmp_path, "tracked")
+    first_id = json.loads((run / "logger_runs.json").read_text())["wandb"]
+
+    resumed = run_script("train.py", *tracked, "resume=tracked", cwd=tmp_path)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    parts = sorted(run.glob("wandb/offline-run-*"))
+    assert len(parts) == 2
+    assert all(part.name.endswith(f"-{first_id}") for part in parts)  # one W&B run, in two parts
+    assert json.loads((run / "logger_runs.json").read_text())["wandb"] == first_id
+{%- endif %}

@@ -4,7 +4,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import run_script
+from conftest import ROOT, compose_config, run_script
 
 METRIC_KEYS = {
     "train/loss",
@@ -55,6 +55,24 @@ def test_command_line_run_writes_the_run_directory(tmp_path: Path) -> None:
     (run,) = (tmp_path / "logs" / "debug" / "runs").iterdir()
     assert_run_directory(run, "debug")
     assert (run / "csv" / "metrics.csv").is_file()
+    # Not a terminal: one plain line per epoch, no progress-bar control characters.
+    assert "epoch 3/3" in result.stdout
+    assert "\x1b[" not in result.stdout and "\r" not in result.stdout
+    # What it takes to reproduce the run.
+    info = json.loads((run / ".hydra" / "run_info.json").read_text())
+    assert info["command"][1:] == [str(ROOT / "train.py"), "debug=limit", "logger=csv"]
+    assert info["seed"] == 42 and info["torch_initial_seed"] == 42 and info["deterministic"] is False
+    assert "commit" in info["git"] and info["hostname"] and info["devices"]
+    assert {"torch", "lightning", "hydra-core"} <= {name.lower() for name in info["packages"]}
+    assert info["config"]["trainer"]["max_epochs"] == 3  # resolved
+
+
+def test_seed_zero_is_a_seed(tmp_path: Path) -> None:
+    from {{ cookiecutter.package_name }}.train import train
+
+    train(compose_config("train", tmp_path, ["seed=0", "debug=fdr"]))
+    info = json.loads((tmp_path / "run_info.json").read_text())  # outside Hydra: in the run directory
+    assert info["seed"] == 0 and info["torch_initial_seed"] == 0  # unseeded, torch would draw one
 
 
 @pytest.mark.slow
