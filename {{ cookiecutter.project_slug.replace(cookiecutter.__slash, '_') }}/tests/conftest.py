@@ -39,6 +39,7 @@ def run_script(
     """Run `python [launcher...] <script> overrides...` as a user would, logs under `cwd`.
 
     `launcher` goes between the interpreter and the script, e.g. torchrun's module and flags.
+    `env` adds variables; an empty value removes one.
     """
     full_env = {
         **os.environ,
@@ -55,6 +56,8 @@ def run_script(
     for key in ("HYDRA_FULL_ERROR", "RUN_NAME", "SLURM_JOB_ID", "TORCHELASTIC_RUN_ID", "RANK", "LOCAL_RANK"):
         if key not in env:
             full_env.pop(key, None)
+    for key in [key for key, value in env.items() if value == ""]:  # an empty value unsets
+        full_env.pop(key)
     return subprocess.run(
         [sys.executable, *launcher, str(ROOT / script), *overrides],
         cwd=cwd,

@@ -57,6 +57,18 @@ def test_every_logger_at_once_logs_the_metrics_json_names(
 
 
 @pytest.mark.slow
+def test_without_credentials_wandb_logs_offline_and_says_how_to_upload(tmp_path: Path) -> None:
+    from conftest import run_script
+
+    no_account = {"WANDB_MODE": "", "WANDB_API_KEY": "", "HOME": str(tmp_path)}  # no ~/.netrc either
+    short = ("debug=limit", "trainer.max_epochs=1", "logger=wandb")
+    result = run_script("train.py", *short, cwd=tmp_path, RUN_NAME="no-account", **no_account)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert list((tmp_path / "logs" / "debug" / "runs" / "no-account").glob("wandb/offline-run-*"))
+    assert "wandb sync" in result.stdout + result.stderr
+
+
+@pytest.mark.slow
 def test_multirun_gives_each_job_its_own_wandb_run_grouped_by_the_multirun(tmp_path: Path) -> None:
     from conftest import run_script
 

@@ -40,7 +40,7 @@ def train(cfg: DictConfig) -> dict[str, float]:
     import lightning as L
     import torch
 
-    from {{ cookiecutter.package_name }}.callbacks.run_state import logger_ids
+    from {{ cookiecutter.package_name }}.callbacks.run_state import finish_logger_runs, logger_ids
 
     use_hydra_logging()
     run_dir = Path(cfg.paths.output_dir)
@@ -84,11 +84,7 @@ def train(cfg: DictConfig) -> dict[str, float]:
     metrics = as_floats({key: value for key, value in metrics.items() if not key.startswith("lr-")})
     if trainer.is_global_zero:
         write_metrics(cfg.paths.output_dir, metrics)
-    for logger in trainer.loggers:
-        # W&B: end this run now, so the next job of a multirun gets its own; prints `wandb sync`.
-        finish = getattr(logger.experiment, "finish", None) if trainer.is_global_zero else None
-        if callable(finish):
-            finish()
+    finish_logger_runs(trainer)
     return metrics
 
 

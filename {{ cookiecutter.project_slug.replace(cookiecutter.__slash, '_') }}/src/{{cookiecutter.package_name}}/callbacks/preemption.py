@@ -22,6 +22,8 @@ from typing import Any
 import lightning as L
 from lightning.pytorch.callbacks import Checkpoint
 
+from {{ cookiecutter.package_name }}.callbacks.run_state import finish_logger_runs
+
 log = logging.getLogger(__name__)
 
 # EX_TEMPFAIL of sysexits.h: a temporary failure; running again continues the work.
@@ -96,6 +98,8 @@ class StopOnSignal(Checkpoint):
             )
             if self.received == "SIGUSR1" and os.environ.get("SLURM_JOB_ID"):
                 requeue(os.environ["SLURM_JOB_ID"])
+        # Flushed and closed now: the process that resumes reopens the same W&B run.
+        finish_logger_runs(trainer, exit_code=EXIT_CODE)
         raise Preempted(EXIT_CODE)
 
 

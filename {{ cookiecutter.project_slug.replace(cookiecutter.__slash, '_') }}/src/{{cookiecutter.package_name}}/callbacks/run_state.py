@@ -2,7 +2,7 @@
 
 Lightning saves the weights, optimizer, scheduler, loop progress, callback and data-loader
 states; this adds the random number generators (dropout masks, augmentations) and the ids of
-the logger runs, so a resumed run appends to the same W&B or MLflow run.
+the logger runs, so a resumed run appends to the same W&B or MLflow run, and ends those runs.
 """
 
 import random
@@ -22,6 +22,19 @@ def logger_ids(trainer: L.Trainer) -> dict[str, str]:
             if kind in name:
                 ids[kind] = str(logger.run_id if kind == "mlflow" else logger.version)
     return ids
+
+
+def finish_logger_runs(trainer: L.Trainer, exit_code: int = 0) -> None:
+    """End the runs of loggers that have one to end (W&B): flushed, and free for a later resume.
+
+    In a multirun, the next job then starts its own run. W&B prints its `wandb sync` hint here.
+    """
+    if not trainer.is_global_zero:
+        return
+    for logger in trainer.loggers:
+        finish = getattr(logger.experiment, "finish", None)
+        if callable(finish):
+            finish(exit_code=exit_code)
 
 
 def random_states() -> dict[str, Any]:
