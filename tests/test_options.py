@@ -37,8 +37,8 @@ tests/test_crossval.py {pkg}/callbacks/reports.py {cfg}/callbacks/reports.yaml
 {cfg}/extras/default.yaml {cfg}/hydra/default.yaml {cfg}/logger/csv.yaml {cfg}/model/classifier.yaml
 {cfg}/model/net/mlp.yaml {cfg}/paths/default.yaml {cfg}/strategy/auto.yaml {cfg}/strategy/ddp.yaml
 {cfg}/strategy/ddp_find_unused_parameters.yaml {cfg}/strategy/ddp_spawn.yaml
-{cfg}/strategy/fsdp.yaml {cfg}/strategy/single_device.yaml {cfg}/trainer/cpu.yaml
-{cfg}/trainer/default.yaml {cfg}/trainer/gpu.yaml {cfg}/trainer/mps.yaml
+{cfg}/strategy/deepspeed.yaml {cfg}/strategy/fsdp.yaml {cfg}/strategy/single_device.yaml
+{cfg}/trainer/cpu.yaml {cfg}/trainer/default.yaml {cfg}/trainer/gpu.yaml {cfg}/trainer/mps.yaml
 """
 
 

@@ -1,5 +1,6 @@
 """Scaling by configuration alone: devices, strategies and launchers, with one run directory."""
 
+import importlib.util
 import itertools
 import json
 import re
@@ -20,7 +21,8 @@ SHORT = ["logger=csv", "trainer.max_epochs=5", "callbacks.progress_bar=null"]
 
 
 def missing_hardware(accelerator: str, strategy: str) -> str | None:
-    if (accelerator == "gpu" or strategy in ("fsdp", "single_device")) and not torch.cuda.is_available():
+    gpu_only = ("fsdp", "deepspeed", "single_device")
+    if (accelerator == "gpu" or strategy in gpu_only) and not torch.cuda.is_available():
         return "needs a CUDA GPU"
     if accelerator == "mps" and not torch.backends.mps.is_available():
         return "needs Apple MPS"
@@ -35,6 +37,10 @@ def test_trainer_and_strategy_compose_into_a_trainer(trainer: str, strategy: str
         assert cfg.trainer.strategy == "auto"
     else:
         assert cfg.trainer.strategy._target_.startswith("lightning.pytorch.strategies.")
+    if strategy == "deepspeed" and importlib.util.find_spec("deepspeed") is None:
+        with pytest.raises(Exception, match=r"pip install -U deepspeed"):
+            hydra.utils.instantiate(cfg.trainer, logger=False, callbacks=[])
+        pytest.skip("deepspeed is not installed: its missing-package error checked only")
     reason = missing_hardware(cfg.trainer.accelerator, strategy)
     if reason:
         pytest.skip(f"{reason}: composed and its Trainer arguments checked only")
