@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 from conftest import bake
+from packaging.requirements import Requirement
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
-from lock import canonical, closure  # noqa: E402
+from lock import OLDEST, canonical, closure, interpreter, resolve  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -17,15 +18,53 @@ def project(answers: dict, tmp_path_factory: pytest.TempPathFactory) -> Path:
     return bake(tmp_path_factory.mktemp("locked"), **answers)
 
 
-def test_lock_is_the_closure_of_the_declared_dependencies(project: Path) -> None:
+def declared(project: Path) -> list[str]:
     meta = tomllib.loads((project / "pyproject.toml").read_text())["project"]
-    declared = [
-        re.split(r"[<>=!~ \[]", d)[0] for d in meta["dependencies"] + meta["optional-dependencies"]["dev"]
-    ]
+    return meta["dependencies"] + meta["optional-dependencies"]["dev"]
+
+
+def pins_for(project: Path, python: str) -> dict[str, str]:
+    """{name: version} of the lock's lines that pip applies on `python`."""
+    pins = {}
+    for line in (project / "constraints.txt").read_text().splitlines():
+        if line and line[0] != "#":
+            req = Requirement(line)
+            if req.marker is None or req.marker.evaluate({"python_version": python}):
+                assert canonical(req.name) not in pins, f"{req.name} pinned twice for Python {python}"
+                pins[canonical(req.name)] = str(req.specifier).removeprefix("==")
+    return pins
+
+
+def test_lock_is_the_closure_of_the_declared_dependencies(project: Path, answers: dict) -> None:
     lines = [
         line for line in (project / "constraints.txt").read_text().splitlines() if line and line[0] != "#"
     ]
-    assert all(re.fullmatch(r"[A-Za-z0-9._-]+==[A-Za-z0-9.]+", line) for line in lines), lines
-    pinned = {canonical(line.split("==")[0]) for line in lines}
-    assert pinned == closure(declared)
-    assert "torch==2.13.0" in lines
+    markers = "" if answers["python_version"] != OLDEST else rf'(; python_version (>|<=) "{OLDEST}")?'
+    assert all(re.fullmatch(rf"[A-Za-z0-9._-]+==[A-Za-z0-9.]+{markers}", line) for line in lines), lines
+    here = pins_for(project, "3.11")
+    assert here.keys() == closure(re.split(r"[<>=!~ \[]", d)[0] for d in declared(project))
+    assert here["torch"] == "2.13.0"
+
+
+# Every optional package is in one of these two projects (the logger is the only exclusive answer).
+ALL_OPTIONS = [
+    {"logger": "mlflow", "hparam_search": "both", "slurm": True, "pre_commit": True},
+    {"logger": "tensorboard"},
+]
+
+
+@pytest.mark.parametrize("python", [OLDEST, "3.12"])
+def test_lock_resolves_on_the_other_pythons(python: str, tmp_path: Path) -> None:
+    """pip, under that Python, installs exactly the lock's versions for it (torch stood in for)."""
+    try:
+        interpreter(python)
+    except FileNotFoundError as error:
+        pytest.skip(str(error))
+    requirements, pins = [], {}
+    for i, answers in enumerate(ALL_OPTIONS):
+        project = bake(tmp_path / str(i), python_version=python, **answers)
+        requirements += declared(project)
+        for name, version in pins_for(project, python).items():
+            assert pins.setdefault(name, version) == version, f"{name} pinned differently by answer"
+    installed = resolve(python, requirements, [f"{n}=={v}" for n, v in pins.items()])
+    assert {name: meta["version"] for name, meta in installed.items()} == pins
