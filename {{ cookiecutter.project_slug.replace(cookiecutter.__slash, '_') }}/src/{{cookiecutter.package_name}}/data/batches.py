@@ -48,7 +48,6 @@ class BatchIndexSampler(Sampler[Tensor]):
         seed: int = 0,
         num_replicas: int = 1,
         rank: int = 0,
-        drop_last: bool = False,
     ) -> None:
         self.size = size
         self.batch_size = batch_size
@@ -56,7 +55,6 @@ class BatchIndexSampler(Sampler[Tensor]):
         self.seed = seed
         self.num_replicas = num_replicas
         self.rank = rank
-        self.drop_last = drop_last
         self.epoch = 0
         self.num_samples = math.ceil(size / num_replicas)
         self.total_size = self.num_samples * num_replicas
@@ -67,8 +65,6 @@ class BatchIndexSampler(Sampler[Tensor]):
         self.epoch = epoch
 
     def __len__(self) -> int:
-        if self.drop_last:
-            return self.num_samples // self.batch_size
         return math.ceil(self.num_samples / self.batch_size)
 
     def order(self) -> Tensor:
