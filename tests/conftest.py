@@ -11,6 +11,7 @@ from cookiecutter.main import cookiecutter
 
 TEMPLATE = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
+sys.path.insert(0, str(TEMPLATE / "scripts"))  # scripts/lock.py: the lock's rules, for the tests
 
 # Options whose values change each other's files (the example decides which nets, configs and
 # tests exist; the logger decides configs, dependencies and what the tests log): every pair.

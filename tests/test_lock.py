@@ -1,16 +1,13 @@
 """Each baked project's lock pins exactly its declared dependencies and all they need."""
 
 import re
-import sys
 import tomllib
 from pathlib import Path
 
 import pytest
 from conftest import bake
+from lock import OLDEST, canonical, closure, interpreter, resolve
 from packaging.requirements import Requirement
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
-from lock import OLDEST, canonical, closure, interpreter, resolve  # noqa: E402
 
 
 @pytest.fixture(scope="module")

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from conftest import TEMPLATE, bake, run
+from lock import interpreter
 
 # Not `}}` alone: nested OmegaConf interpolations end with it.
 JINJA = re.compile(r"\{\{|\{%|%\}")
@@ -117,6 +118,17 @@ def test_ruff_lint_and_format_pass(project: Path) -> None:
     for command in (["ruff", "check", "."], ["ruff", "format", "--check", "."]):
         result = run(*command, cwd=project)
         assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_code_compiles_on_its_lowest_python(project: Path, answers: dict) -> None:
+    """Every module parses under the Python the answer names (3.10 has no `except*`, ...)."""
+    try:
+        python = interpreter(answers["python_version"])
+    except FileNotFoundError as error:
+        pytest.skip(str(error))
+    parse = "import pathlib\nfor p in pathlib.Path().rglob('*.py'): compile(p.read_bytes(), p, 'exec')"
+    result = run(python, "-c", parse, cwd=project)  # writes no bytecode beside the sources
+    assert result.returncode == 0, result.stdout + result.stderr
 
 
 def test_tool_files_are_valid(project: Path) -> None:
