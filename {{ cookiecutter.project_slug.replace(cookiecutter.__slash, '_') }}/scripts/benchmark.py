@@ -11,7 +11,8 @@ Prints, and writes to docs/benchmarks.md with a description of the machine:
 - start-up: wall time of `train.py --help`, `--cfg job` and a mistyped override (median);
 - end to end: wall time of `python train.py` against a plain script doing the same training.
 
-`--trainer gpu` runs the same comparison on a GPU, `--precision bf16-mixed` with mixed precision.
+`--trainer gpu` runs the same comparison on a GPU, `--precision bf16-mixed` with mixed precision;
+without such a device it says so and skips, writing nothing.
 These are measurements, not tests: on a shared, noisy machine, read the spread.
 """
 
@@ -150,9 +151,9 @@ def parity(overrides: list[str], rounds: int) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
         for index in range(rounds):
             for name, run in (("pipeline", pipeline), ("plain", plain_loop)):
-                timer = (
-                    ["+callbacks.benchmark_timer._target_=__main__.EpochTimer"] if name == "pipeline" else []
-                )
+                # This module's timer, run as a script (__main__) or imported (the tests).
+                timer = [f"+callbacks.benchmark_timer._target_={__name__}.EpochTimer"]
+                timer = timer if name == "pipeline" else []
                 cfg = config(Path(tmp) / f"{name}-{index}", ["test=false", *timer, *overrides])
                 times, loss, samples = run(cfg)
                 steady = times[1:] or times
@@ -225,6 +226,15 @@ def plain_script(overrides: list[str]) -> None:
         plain_loop(config(Path(tmp), overrides), test=True)
 
 
+def missing_device(accelerator: str) -> str | None:
+    """Why the benchmark cannot run on `accelerator` here, or None."""
+    if accelerator in ("gpu", "cuda") and not torch.cuda.is_available():
+        return "this machine has no CUDA GPU"
+    if accelerator == "mps" and not torch.backends.mps.is_available():
+        return "this machine has no Apple MPS device"
+    return None
+
+
 def machine() -> str:
     from {{ cookiecutter.package_name }}.utils.run_info import cpu
 
@@ -293,6 +303,11 @@ def main() -> None:
         overrides.append(f"trainer.precision={args.precision}")
     if args.plain_script:
         plain_script(overrides)
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        accelerator = config(Path(tmp), overrides).trainer.accelerator
+    if missing := missing_device(accelerator):
+        print(f"Skipped: trainer.accelerator={accelerator}, and {missing}. Run it where there is one.")
         return
     text = report(args, overrides)
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,28 @@
+"""The benchmark's claims hold: the pipeline trains exactly like a hand-written loop."""
+
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import ROOT, run_script
+
+sys.path.insert(0, str(ROOT / "scripts"))
+import benchmark  # noqa: E402
+
+
+def test_pipeline_and_plain_loop_reach_the_same_loss() -> None:
+    # The default config, shortened: same net, data order, optimizer, schedule and seed.
+    result = benchmark.parity(["trainer.max_epochs=3", "logger=csv"], rounds=1)
+    assert round(result["losses"]["pipeline"], 5) == round(result["losses"]["plain"], 5)
+    assert all(rate > 0 for rates in result["rates"].values() for rate in rates)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a GPU: the benchmark would run")
+def test_gpu_benchmark_without_a_gpu_is_skipped_with_a_reason(tmp_path: Path) -> None:
+    out = tmp_path / "benchmarks.md"
+    result = run_script("scripts/benchmark.py", "--trainer", "gpu", "--out", str(out), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "Skipped: trainer.accelerator=gpu, and this machine has no CUDA GPU" in result.stdout
+    assert not out.exists()
