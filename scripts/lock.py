@@ -57,13 +57,6 @@ BY_ANSWER = {
 
 # The oldest Python a project may choose, whose pins may differ from this environment's.
 OLDEST = "3.10"
-# Linux x86-64 wheels, as on CI runners and in the Docker image.
-PLATFORMS = [
-    "manylinux_2_28_x86_64",
-    "manylinux_2_27_x86_64",
-    "manylinux_2_17_x86_64",
-    "manylinux2014_x86_64",
-]
 
 
 def canonical(name: str) -> str:
@@ -185,26 +178,22 @@ def lock_line(text: str, *conditions: str | None) -> str:
 
 def project_lock() -> str:
     here = needs(installed_requires)
-    versions = {name: distribution(name).version.split("+")[0] for name in here}
-    upper = [f"{name}<={version}" for name, version in versions.items()]  # the newest that 3.10 takes
+    upper = [pin(name).replace("==", "<=") for name in here]  # the newest that 3.10 takes
     every = sorted({n for ns in [CORE, *BY_ANSWER.values()] for n in ns})
     oldest = resolve(OLDEST, every, upper)
     there = needs(lambda name: oldest[name].get("requires_dist", []), OLDEST)
-    on_oldest = "cookiecutter.python_version == '" + OLDEST + "'"
-    newer = f'python_version > "{OLDEST}"'
+    on_oldest, not_oldest = (f"cookiecutter.python_version {op} '{OLDEST}'" for op in ("==", "!="))
     lines = []
     for name in sorted(here | there):
-        pinned, old = (
-            f"{name}=={versions.get(name)}",
-            f"{name}=={oldest[name]['version']}" if name in there else None,
-        )
-        if here.get(name, 0) == there.get(name, 0) and pinned == old:
+        pinned = pin(name) if name in here else None
+        old = f"{name}=={oldest[name]['version']}" if name in there else None
+        if pinned == old and here[name] == there[name]:  # the same on every Python
             lines.append(lock_line(pinned, here[name]))
             continue
-        if name in here:
-            lines.append(lock_line(pinned, here[name], on_oldest.replace("==", "!=")))
-            lines.append(lock_line(f"{pinned}; {newer}", here[name], on_oldest))
-        if name in there:
+        if pinned:
+            lines.append(lock_line(pinned, here[name], not_oldest))
+            lines.append(lock_line(f'{pinned}; python_version > "{OLDEST}"', here[name], on_oldest))
+        if old:
             lines.append(lock_line(f'{old}; python_version <= "{OLDEST}"', there[name], on_oldest))
     return (
         "# The exact versions this project's tests ran with (Python 3.11, Linux x86-64).\n"
