@@ -19,8 +19,8 @@ INTERACTING = {"example": ["digits", "minimal"], "logger": ["wandb", "tensorboar
 # Options that add or remove their own files only: cycled through, so each value appears.
 CYCLED = {
     "hparam_search": ["wandb", "optuna", "both", "none"],
-    "slurm": [True, False],
-    "docker": [True, False],
+    "slurm": [False, True],
+    "docker": [False, True],
     "ci": ["github", "none"],
     "pre_commit": [True, False],
     "license": ["MIT", "Apache-2.0", "BSD-3-Clause", "none"],
@@ -29,7 +29,10 @@ CYCLED = {
 
 
 def answer_sets() -> list[dict]:
-    """The product of the interacting options, with the others cycled through it."""
+    """The product of the interacting options, with the others cycled through it.
+
+    Every list starts with the default answer, so the first set is the default project.
+    """
     sets = []
     for i, values in enumerate(itertools.product(*INTERACTING.values())):
         answers = dict(zip(INTERACTING, values, strict=True))
