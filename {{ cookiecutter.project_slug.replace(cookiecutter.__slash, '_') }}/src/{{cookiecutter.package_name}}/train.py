@@ -14,19 +14,16 @@ from omegaconf import DictConfig, OmegaConf
 
 from {{ cookiecutter.package_name }}.utils.checkpoints import existing_checkpoint
 from {{ cookiecutter.package_name }}.utils.ddp_multirun import multirun_job
-from {{ cookiecutter.package_name }}.utils.errors import ConfigError
 from {{ cookiecutter.package_name }}.utils.extras import apply_extras
 from {{ cookiecutter.package_name }}.utils.instantiate import instantiate_trainer
 from {{ cookiecutter.package_name }}.utils.logging_setup import use_hydra_logging
 from {{ cookiecutter.package_name }}.utils.metrics_file import as_floats, write_metrics
 from {{ cookiecutter.package_name }}.utils.resume import (
     check_fits,
-    checkpoints_in,
     continue_logger_runs,
     is_finished,
-    newest_readable_checkpoint,
-    read_checkpoint,
     resume_dir,
+    resume_point,
 )
 from {{ cookiecutter.package_name }}.utils.run_info import save_run_info
 from {{ cookiecutter.package_name }}.utils.startup import before_hydra
@@ -86,48 +83,6 @@ def train(cfg: DictConfig) -> dict[str, float]:
         write_metrics(cfg.paths.output_dir, metrics)
     finish_logger_runs(trainer)
     return metrics
-
-
-def resume_point(cfg: DictConfig) -> dict[str, Any] | None:
-    """The checkpoint training continues from (setting cfg.ckpt_path), or None for a fresh start.
-
-    An explicit ckpt_path must be readable. Otherwise, if the run directory already holds
-    checkpoints (resume=..., a requeued SLURM job, a restarted torchrun), the newest readable
-    one is used; unreadable ones are skipped with a warning naming them.
-    """
-    run_dir = Path(cfg.paths.output_dir)
-    if cfg.get("ckpt_path"):
-        if cfg.get("resume"):
-            raise ConfigError(
-                f"ckpt_path={cfg.ckpt_path} and resume={cfg.resume} both given: resume= continues a "
-                "run in its own directory, ckpt_path= starts a new run from a checkpoint; pass one."
-            )
-        try:
-            return read_checkpoint(Path(cfg.ckpt_path))
-        except Exception as error:
-            raise ConfigError(
-                f"ckpt_path={cfg.ckpt_path}: not a readable checkpoint ({type(error).__name__}: {error}). "
-                "It may be truncated or corrupt; pass another .ckpt file."
-            ) from error
-    saved = checkpoints_in(run_dir)
-    if not saved:
-        if cfg.get("resume"):
-            raise ConfigError(
-                f"resume={cfg.resume}: {run_dir} holds no checkpoint to continue from (it stopped "
-                "before saving one). Start a new run without resume=."
-            )
-        return None
-    found = newest_readable_checkpoint(run_dir)
-    if found is None:
-        raise ConfigError(
-            f"Cannot continue {run_dir}: none of its checkpoints can be read "
-            f"({', '.join(str(p) for p in saved)}). Start a new run without resume=."
-        )
-    path, checkpoint = found
-    epoch, step = checkpoint.get("epoch"), checkpoint.get("global_step")
-    log.info(f"Continuing {run_dir} from {path} (epoch {epoch}, step {step}).")
-    cfg.ckpt_path = str(path)
-    return checkpoint
 
 
 def hyperparameters(cfg: DictConfig, model: Any) -> dict[str, Any]:

@@ -10,6 +10,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from omegaconf import DictConfig
+
 from {{ cookiecutter.package_name }}.utils.errors import ConfigError
 
 log = logging.getLogger(__name__)
@@ -33,13 +35,15 @@ def resume_dir(runs: str, resume: str) -> str:
     """The run directory that `resume` names: `latest`, a path, or a run name under `runs`."""
     runs_root = Path(runs)
     if resume == "latest":
-        unfinished = [d for d in _run_dirs(runs_root) if checkpoints_in(d) and not is_finished(d)]
-        if not unfinished:
+        newest = {
+            d: saved[0] for d in _run_dirs(runs_root) if (saved := checkpoints_in(d)) and not is_finished(d)
+        }
+        if not newest:
             raise ConfigError(
                 f"resume=latest: no unfinished run with a checkpoint in {runs_root}. "
                 f"Start a new run without resume=, or give {ACCEPTED}."
             )
-        return str(max(unfinished, key=lambda d: checkpoints_in(d)[0].stat().st_mtime_ns))
+        return str(max(newest, key=lambda d: newest[d].stat().st_mtime_ns))
     for candidate in (Path(resume).expanduser(), runs_root / resume):
         if candidate.is_dir():
             return str(candidate.resolve())
@@ -61,14 +65,56 @@ def read_checkpoint(path: Path) -> dict[str, Any]:
     return torch.load(path, map_location="cpu", weights_only=True, mmap=True)
 
 
-def newest_readable_checkpoint(run_dir: Path) -> tuple[Path, dict[str, Any]] | None:
-    """The newest checkpoint of `run_dir` that loads, warning about each newer one that does not."""
-    for path in checkpoints_in(run_dir):
+def newest_readable_checkpoint(saved: list[Path]) -> tuple[Path, dict[str, Any]] | None:
+    """The first of `saved` (newest first) that loads, warning about each one before it that does not."""
+    for path in saved:
         try:
             return path, read_checkpoint(path)
         except Exception as error:  # truncated, corrupt or not a checkpoint at all
             log.warning(f"Skipping unreadable checkpoint {path} ({type(error).__name__}: {error}).")
     return None
+
+
+def resume_point(cfg: DictConfig) -> dict[str, Any] | None:
+    """The checkpoint training continues from (setting cfg.ckpt_path), or None for a fresh start.
+
+    An explicit ckpt_path must be readable. Otherwise, if the run directory already holds
+    checkpoints (resume=..., a requeued SLURM job, a restarted torchrun), the newest readable
+    one is used; unreadable ones are skipped with a warning naming them.
+    """
+    run_dir = Path(cfg.paths.output_dir)
+    if cfg.get("ckpt_path"):
+        if cfg.get("resume"):
+            raise ConfigError(
+                f"ckpt_path={cfg.ckpt_path} and resume={cfg.resume} both given: resume= continues a "
+                "run in its own directory, ckpt_path= starts a new run from a checkpoint; pass one."
+            )
+        try:
+            return read_checkpoint(Path(cfg.ckpt_path))
+        except Exception as error:
+            raise ConfigError(
+                f"ckpt_path={cfg.ckpt_path}: not a readable checkpoint ({type(error).__name__}: {error}). "
+                "It may be truncated or corrupt; pass another .ckpt file."
+            ) from error
+    saved = checkpoints_in(run_dir)
+    if not saved:
+        if cfg.get("resume"):
+            raise ConfigError(
+                f"resume={cfg.resume}: {run_dir} holds no checkpoint to continue from (it stopped "
+                "before saving one). Start a new run without resume=."
+            )
+        return None
+    found = newest_readable_checkpoint(saved)
+    if found is None:
+        raise ConfigError(
+            f"Cannot continue {run_dir}: none of its checkpoints can be read "
+            f"({', '.join(str(p) for p in saved)}). Start a new run without resume=."
+        )
+    path, checkpoint = found
+    epoch, step = checkpoint.get("epoch"), checkpoint.get("global_step")
+    log.info(f"Continuing {run_dir} from {path} (epoch {epoch}, step {step}).")
+    cfg.ckpt_path = str(path)
+    return checkpoint
 
 
 def check_fits(model: Any, checkpoint: Mapping[str, Any], path: Path | str) -> None:
