@@ -36,9 +36,9 @@ import torch  # noqa: E402
 from hydra import compose, initialize_config_module  # noqa: E402
 from omegaconf import DictConfig, open_dict  # noqa: E402
 
-from {{ cookiecutter.package_name }}.utils.resolvers import register  # noqa: E402
+from {{ cookiecutter.package_name }}.utils.startup import prepare_hydra  # noqa: E402
 
-register()
+prepare_hydra()
 
 
 def config(run_dir: Path, overrides: list[str]) -> DictConfig:

@@ -1,11 +1,13 @@
 """Every option of every config group composes, resolves and names real code."""
 
+import copy
 from importlib.resources import files
 from pathlib import Path
 
 import hydra
 import pytest
-from conftest import CONFIG_MODULE, compose_config
+from conftest import CONFIG_MODULE, compose_config, run_script
+from hydra.core.config_store import ConfigStore
 from omegaconf import OmegaConf
 
 CONFIGS = files(CONFIG_MODULE)
@@ -59,6 +61,21 @@ def test_option_composes_and_resolves(group: str, option: str, tmp_path: Path) -
     # Every _target_ must import: a typo in a class path fails here, not after an hour of training.
     for target in targets(container):
         assert hydra.utils.get_object(target) is not None
+
+
+def test_help_lists_every_group_with_its_options_and_the_config(tmp_path: Path) -> None:
+    result = run_script("train.py", "--help", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    for group in GROUPS:
+        if not group.startswith("hydra/"):  # Hydra's own groups are in --hydra-help
+            assert f"\n{group}: {', '.join(options(group))}\n" in result.stdout
+    assert "\ntask_name: train\n" in result.stdout
+    assert not (tmp_path / "logs").exists()  # help runs nothing
+
+
+def test_hydra_config_copies_share_the_config_store() -> None:
+    # What keeps composing and --help quick (utils/startup.py), set up by conftest as by train.py.
+    assert copy.deepcopy(ConfigStore.instance()) is ConfigStore.instance()
 
 
 @pytest.mark.parametrize("name", ["train", "eval"])
