@@ -42,6 +42,7 @@ CORE = [
     "onnxscript",
     "onnxruntime",
     "pytest",
+    "pytest-xdist",
     "ruff",
 ]
 BY_ANSWER = {

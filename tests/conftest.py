@@ -75,6 +75,10 @@ def run(
     """Run a command with this environment's tools first on PATH; output captured as text."""
     full_env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", **env}
     full_env.pop("HYDRA_FULL_ERROR", None)
+    if workers := int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0")):
+        # Under `make test` the workers share the cores: torch in what each runs gets its share
+        # (one pool per core in each oversubscribes them, and ran the projects' suites slower).
+        full_env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // workers)))
     return subprocess.run(
         [str(c) for c in command], cwd=cwd, env=full_env, capture_output=True, text=True, timeout=timeout
     )

@@ -212,8 +212,12 @@ def test_own_test_suite_passes(project: Path, answers: dict) -> None:
 
 
 def test_default_project_passes_its_whole_suite(default_project: Path) -> None:
-    """The default answers, with the slow tests too (the full training to 0.97 accuracy)."""
-    result = run("python", "-m", "pytest", "-q", "-p", "no:cacheprovider", cwd=default_project)
+    """The default answers, with the slow tests too (the full training to 0.97 accuracy).
+
+    On two workers, as the project's `make test-all` runs it (about 4 min alone on 2 cores,
+    7.5 min on one): the longest test here, so it leaves no long tail on one core.
+    """
+    result = run("python", "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "2", cwd=default_project)
     assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-3000:]
     assert " passed" in result.stdout and "deselected" not in result.stdout
 

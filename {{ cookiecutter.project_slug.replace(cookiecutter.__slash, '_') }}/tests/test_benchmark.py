@@ -13,7 +13,7 @@ import benchmark  # noqa: E402
 
 def test_pipeline_and_plain_loop_reach_the_same_loss() -> None:
     # The default config, shortened: same net, data order, optimizer, schedule and seed.
-    result = benchmark.parity(["trainer.max_epochs=3", "logger=csv"], rounds=1)
+    result = benchmark.parity(["trainer.max_epochs=2", "logger=csv"], rounds=1)
     assert round(result["losses"]["pipeline"], 5) == round(result["losses"]["plain"], 5)
     assert all(rate > 0 for rates in result["rates"].values() for rate in rates)
 

@@ -22,6 +22,7 @@ def test_eval_reproduces_test_accuracy(trained_run: tuple[Path, dict[str, float]
     assert json.loads((tmp_path / "metrics.json").read_text()) == pytest.approx(metrics)
 
 
+@pytest.mark.slow
 def test_eval_command_writes_its_own_run_directory(
     trained_run: tuple[Path, dict[str, float]], tmp_path: Path
 ) -> None:

@@ -56,6 +56,7 @@ def test_precision_compile_and_matmul_precision_are_configuration(tmp_path: Path
     assert cfg.compile.enabled and cfg.float32_matmul_precision == "high"
 
 
+@pytest.mark.slow
 def test_compiled_model_trains(tmp_path: Path) -> None:
     from {{ cookiecutter.package_name }}.train import train
 

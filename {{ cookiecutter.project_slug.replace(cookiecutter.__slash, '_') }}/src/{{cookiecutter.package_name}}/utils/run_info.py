@@ -67,7 +67,7 @@ def run_info(cfg: DictConfig) -> dict[str, Any]:
         "torch_initial_seed": torch.initial_seed(),
         "git": git_state(),
         "python": sys.version,
-        "packages": {d.metadata["Name"]: d.version for d in sorted(metadata.distributions(), key=_name)},
+        "packages": packages(),
         "hostname": socket.gethostname(),
         "platform": platform.platform(),
         "devices": devices(),
@@ -75,8 +75,11 @@ def run_info(cfg: DictConfig) -> dict[str, Any]:
     }
 
 
-def _name(distribution: metadata.Distribution) -> str:
-    return (distribution.metadata["Name"] or "").lower()
+def packages() -> dict[str, str]:
+    """Every installed distribution and its version, by name (case-insensitive order)."""
+    # Each `.metadata` (and `.version`) parses the METADATA file anew: read it once per package.
+    found = [(meta["Name"] or "", meta["Version"]) for meta in (d.metadata for d in metadata.distributions())]
+    return dict(sorted(found, key=lambda item: item[0].lower()))
 
 
 def save_run_info(cfg: DictConfig) -> Path | None:
