@@ -1,8 +1,10 @@
 """Training learns, and leaves the run directory the README promises."""
 
 import json
+import sys
 from pathlib import Path
 
+import hydra
 import pytest
 from conftest import ROOT, compose_config, run_script
 
@@ -65,6 +67,23 @@ def test_command_line_run_writes_the_run_directory(tmp_path: Path) -> None:
     assert "commit" in info["git"] and info["hostname"] and info["devices"]
     assert {"torch", "lightning", "hydra-core"} <= {name.lower() for name in info["packages"]}
     assert info["config"]["trainer"]["max_epochs"] == 3  # resolved
+
+
+@pytest.mark.parametrize("terminal", [True, False])
+def test_progress_is_a_rich_bar_in_a_terminal_and_lines_elsewhere(
+    terminal: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from lightning.pytorch.callbacks import RichProgressBar
+
+    from {{ cookiecutter.package_name }}.callbacks.progress import EpochLines
+
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: terminal)
+    bar = hydra.utils.instantiate(compose_config("train", tmp_path).callbacks.progress_bar)
+    if terminal:
+        assert isinstance(bar, RichProgressBar)
+        assert bar.refresh_rate == 10  # redraws per second: Lightning's 100 slows training down
+    else:
+        assert isinstance(bar, EpochLines)
 
 
 def test_seed_zero_is_a_seed(tmp_path: Path) -> None:
