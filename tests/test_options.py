@@ -33,7 +33,7 @@ tests/test_models.py tests/test_train.py tests/test_scaling.py {pkg}/__init__.py
 {pkg}/utils/atomic_checkpoint.py {pkg}/utils/csv_logger.py tests/test_resume.py tests/signal_helpers.py
 {pkg}/callbacks/progress.py {pkg}/utils/multirun_summary.py scripts/benchmark.py tests/test_benchmark.py
 tests/test_loggers.py
-tests/test_crossval.py {pkg}/callbacks/reports.py {cfg}/callbacks/reports.yaml
+tests/test_crossval.py tests/test_data.py {pkg}/callbacks/reports.py {cfg}/callbacks/reports.yaml
 {cfg}/debug/default.yaml {cfg}/debug/fdr.yaml {cfg}/debug/limit.yaml {cfg}/debug/overfit.yaml
 {cfg}/debug/profiler.yaml {cfg}/experiment/example.yaml {cfg}/experiment/finetune.yaml
 {cfg}/extras/default.yaml {cfg}/hydra/default.yaml {cfg}/logger/csv.yaml {cfg}/model/classifier.yaml

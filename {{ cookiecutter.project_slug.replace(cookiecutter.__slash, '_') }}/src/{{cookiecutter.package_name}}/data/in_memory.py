@@ -19,7 +19,8 @@ class InMemoryDataModule(L.LightningDataModule):
     training seed, so every run and every evaluation sees the same test set. With `fold` set,
     the data outside the test set is split into `num_folds` stratified folds instead
     (`val_fraction` is then unused): fold `fold` validates, the others train.
-    `batch_size` is per device. Batches come whole from the tensors (data/batches.py), in an
+    `batch_size` is per device. `pin_memory` None pins batches in page-locked memory when they
+    go to a CUDA device, and not otherwise. Batches come whole from the tensors (data/batches.py), in an
     order made from `shuffle_seed` and the epoch, which a checkpoint restores mid-epoch.
     """
 
@@ -33,7 +34,7 @@ class InMemoryDataModule(L.LightningDataModule):
         num_folds: int = 5,
         fold: int | None = None,
         num_workers: int = 0,
-        pin_memory: bool = False,
+        pin_memory: bool | None = None,
     ) -> None:
         super().__init__()
         for name, fraction in (("val_fraction", val_fraction), ("test_fraction", test_fraction)):
@@ -131,9 +132,15 @@ class InMemoryDataModule(L.LightningDataModule):
             self.splits[split],
             sampler,
             num_workers=self.num_workers,
-            pin_memory=self.pin_memory,
+            pin_memory=self._pin_memory(),
             persistent_workers=self.num_workers > 0,
         )
+
+    def _pin_memory(self) -> bool:
+        if self.pin_memory is not None:
+            return self.pin_memory
+        trainer = self.trainer
+        return trainer is not None and trainer.strategy.root_device.type == "cuda"
 
     def train_dataloader(self) -> BatchLoader:
         return self._loader("train", shuffle=True)
