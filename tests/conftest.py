@@ -4,7 +4,10 @@ import itertools
 import os
 import subprocess
 import sys
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
+from unittest import mock
 
 import pytest
 from cookiecutter.main import cookiecutter
@@ -62,6 +65,14 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """The longest test first: on two workers (make test), the rest shares out beside it."""
     items.sort(key=lambda item: item.name != "test_default_project_passes_its_whole_suite")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def hook_copies_under_pytest_temp(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """cookiecutter runs each hook from a temporary copy that it never deletes (cookiecutter#886):
+    the bakes here keep those copies in pytest's temporary directory, which pytest prunes."""
+    with mock.patch.object(tempfile, "tempdir", str(tmp_path_factory.mktemp("hook-copies"))):
+        yield
 
 
 def bake(output_dir: Path, **answers: object) -> Path:

@@ -1,6 +1,7 @@
 """Project, folder and package names: derived from the project name, overridable, validated."""
 
 import importlib.util
+import os
 import subprocess
 from pathlib import Path
 
@@ -86,7 +87,9 @@ def test_generation_stops_and_leaves_nothing(bad_answers: dict[str, str], tmp_pa
     out = tmp_path / "out"
     out.mkdir()
     args = [f"{key}={value}" for key, value in bad_answers.items()]
-    result = run("cookiecutter", "--no-input", "--output-dir", out, TEMPLATE, *args, cwd=tmp_path)
+    result = run(
+        "cookiecutter", "--no-input", "--output-dir", out, TEMPLATE, *args, cwd=tmp_path, TMPDIR=str(tmp_path)
+    )
     assert result.returncode != 0
     assert "Cannot generate the project:" in result.stderr
     assert any(value in result.stderr for value in bad_answers.values()) or "3d_vision" in result.stderr
@@ -101,6 +104,7 @@ def test_interactive_prompts_are_readable_and_answered(tmp_path: Path) -> None:
         capture_output=True,
         text=True,
         cwd=tmp_path,
+        env={**os.environ, "TMPDIR": str(tmp_path)},  # where cookiecutter leaves its hook copies
         timeout=60,
     )
     assert result.returncode == 0, result.stdout + result.stderr
