@@ -19,9 +19,10 @@ class InMemoryDataModule(L.LightningDataModule):
     training seed, so every run and every evaluation sees the same test set. With `fold` set,
     the data outside the test set is split into `num_folds` stratified folds instead
     (`val_fraction` is then unused): fold `fold` validates, the others train.
-    `batch_size` is per device. `pin_memory` None pins batches in page-locked memory when they
-    go to a CUDA device, and not otherwise. Batches come whole from the tensors (data/batches.py), in an
-    order made from `shuffle_seed` and the epoch, which a checkpoint restores mid-epoch.
+    `batch_size` is per device; `pin_memory` None pins batches in page-locked memory when they
+    go to a CUDA device, and not otherwise. Batches come whole from the tensors
+    (data/batches.py), in an order made from `shuffle_seed` and the epoch, which a checkpoint
+    restores mid-epoch.
     """
 
     def __init__(
