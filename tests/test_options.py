@@ -2,6 +2,7 @@
 
 import json
 import re
+import subprocess
 import tomllib
 from pathlib import Path
 
@@ -202,12 +203,26 @@ def test_fast_debug_run(project: Path, tmp_path: Path) -> None:
     assert list((tmp_path / "logs" / "debug" / "runs").glob("*/metrics.json"))
 
 
+# A project's own test suite: quiet, with short tracebacks.
+PYTEST = ("python", "-m", "pytest", "-q", "--tb=short", "-p", "no:cacheprovider")
+
+
+def failures(result: subprocess.CompletedProcess[str]) -> str:
+    """A project's pytest output for an assertion message: its failures first, then its end.
+
+    The end alone (captured logs, warnings, the summary) can hide which assertion failed.
+    """
+    start = result.stdout.find("= FAILURES =")
+    first = result.stdout[start : start + 8000] + "\n[...]\n" if start >= 0 else ""
+    return first + result.stdout[-3000:] + result.stderr[-3000:]
+
+
 def test_own_test_suite_passes(project: Path, answers: dict) -> None:
     defaults = json.loads((TEMPLATE / "cookiecutter.json").read_text())
     if answers == {key: v[0] if isinstance(v := defaults[key], list) else v for key in answers}:
         pytest.skip("the default answers: test_default_project_passes_its_whole_suite runs this suite")
-    result = run("python", "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "not slow", cwd=project)
-    assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-3000:]
+    result = run(*PYTEST, "-m", "not slow", cwd=project)
+    assert result.returncode == 0, failures(result)
     assert " passed" in result.stdout
 
 
@@ -217,8 +232,8 @@ def test_default_project_passes_its_whole_suite(default_project: Path) -> None:
     On two workers, as the project's `make test-all` runs it (about 4 min alone on 2 cores,
     7.5 min on one): the longest test here, so it leaves no long tail on one core.
     """
-    result = run("python", "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "2", cwd=default_project)
-    assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-3000:]
+    result = run(*PYTEST, "-n", "2", cwd=default_project)
+    assert result.returncode == 0, failures(result)
     assert " passed" in result.stdout and "deselected" not in result.stdout
 
 

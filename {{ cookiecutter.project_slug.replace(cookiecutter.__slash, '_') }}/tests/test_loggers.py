@@ -12,6 +12,26 @@ LOGGERS = sorted(p.stem for p in (ROOT / "src" / "{{ cookiecutter.package_name }
 SHORT = ["debug=limit", "trainer.max_epochs=1"]
 
 
+def wandb_records(path: Path) -> bytes:
+    """The records of a W&B offline run file, joined, without the file's framing.
+
+    The file is a LevelDB-style log: a 7-byte file header, then 32 KiB blocks of chunks, each
+    behind a 7-byte header (checksum, length, type); a record that does not fit in a block's
+    rest continues in the next block. The raw bytes would miss a key cut by a block boundary.
+    """
+    block, data, records, at = 32768, path.read_bytes(), bytearray(), 7
+    assert data[:4] == b":W&B", f"{path} is not a W&B run file"
+    while at + 7 <= len(data):
+        if (room := block - at % block) < 7:  # no room for a chunk header: zero padding
+            at += room
+            continue
+        length = int.from_bytes(data[at + 4 : at + 6], "little")
+        assert data[at + 6] in (1, 2, 3, 4), f"{path}: no chunk at byte {at}"  # full, first, middle, last
+        records += data[at + 7 : at + 7 + length]
+        at += 7 + length
+    return bytes(records)
+
+
 def logged_names(name: str, run_dir: Path, ids: dict[str, str], expected: set[str]) -> set[str]:
     """The metric names one logger wrote, read back from its files."""
     if name == "csv":
@@ -25,7 +45,7 @@ def logged_names(name: str, run_dir: Path, ids: dict[str, str], expected: set[st
         # An offline run keeps its records in one binary file, where each logged key is stored
         # as plain UTF-8 (W&B has no offline reader in Python).
         (records,) = run_dir.glob("wandb/offline-run-*/run-*.wandb")
-        data = records.read_bytes()
+        data = wandb_records(records)
         media = run_dir.glob("wandb/offline-run-*/files/media")
         assert [p for folder in media for p in folder.rglob("confusion_matrix*.png")]
         return {key for key in expected if key.encode() in data}
@@ -82,5 +102,5 @@ def test_multirun_gives_each_job_its_own_wandb_run_grouped_by_the_multirun(tmp_p
     # Each job ended its run before the next began, or the second would have continued the first.
     assert runs[0][0].name.rsplit("-", 1)[1] != runs[1][0].name.rsplit("-", 1)[1]
     for (found,) in runs:
-        assert b"grouped" in next(found.glob("run-*.wandb")).read_bytes()  # the W&B group
+        assert b"grouped" in wandb_records(next(found.glob("run-*.wandb")))  # the W&B group
 {%- endif %}
