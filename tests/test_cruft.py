@@ -25,9 +25,11 @@ def test_cruft_check_and_update_follow_a_template_change(tmp_path: Path) -> None
     git("init", "-q", "-b", "main", cwd=template)
     git("add", "-A", cwd=template)
     git("commit", "-q", "-m", "template", cwd=template)
+    # cookiecutter leaves its hook copies in TMPDIR (cookiecutter#886): here, not in /tmp.
+    cruft_env = {**GIT, "TMPDIR": str(tmp_path)}
 
     result = run(
-        "cruft", "create", "--no-input", "--output-dir", tmp_path / "out", template, cwd=tmp_path, **GIT
+        "cruft", "create", "--no-input", "--output-dir", tmp_path / "out", template, cwd=tmp_path, **cruft_env
     )
     assert result.returncode == 0, result.stdout + result.stderr
     project = tmp_path / "out" / "my-project"
@@ -35,18 +37,18 @@ def test_cruft_check_and_update_follow_a_template_change(tmp_path: Path) -> None
     git("init", "-q", "-b", "main", cwd=project)
     git("add", "-A", cwd=project)
     git("commit", "-q", "-m", "generated", cwd=project)
-    assert run("cruft", "check", cwd=project, **GIT).returncode == 0
+    assert run("cruft", "check", cwd=project, **cruft_env).returncode == 0
 
     makefile = template / "{{ cookiecutter.project_slug.replace(cookiecutter.__slash, '_') }}" / "Makefile"
     makefile.write_text(
         makefile.read_text() + "\nhello:  ## a target added to the template later\n\techo hello\n"
     )
     git("commit", "-q", "-am", "add a make target", cwd=template)
-    assert run("cruft", "check", cwd=project, **GIT).returncode != 0
+    assert run("cruft", "check", cwd=project, **cruft_env).returncode != 0
 
-    result = run("cruft", "update", "--skip-apply-ask", "--allow-untracked-files", cwd=project, **GIT)
+    result = run("cruft", "update", "--skip-apply-ask", "--allow-untracked-files", cwd=project, **cruft_env)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "a target added to the template later" in (project / "Makefile").read_text()
     git("add", "-A", cwd=project)
     git("commit", "-q", "-m", "update", cwd=project)
-    assert run("cruft", "check", cwd=project, **GIT).returncode == 0
+    assert run("cruft", "check", cwd=project, **cruft_env).returncode == 0
