@@ -103,8 +103,7 @@ def plain_loop(cfg: DictConfig, test: bool = False) -> tuple[list[float], float,
     datamodule = hydra.utils.instantiate(cfg.data)
     net = hydra.utils.instantiate(cfg.model.net)
     device = torch.device("cuda" if cfg.trainer.accelerator == "gpu" else "cpu")
-    if datamodule.pin_memory is None:  # as the pipeline's trainer decides it: pinned for CUDA
-        datamodule.pin_memory = device.type == "cuda"
+    datamodule.pin_memory = datamodule.pins_memory(device)  # as the pipeline's trainer has it
     net.to(device)
     optimizer = hydra.utils.instantiate(cfg.model.optimizer, params=net.parameters())
     scheduler = (

@@ -133,15 +133,15 @@ class InMemoryDataModule(L.LightningDataModule):
             self.splits[split],
             sampler,
             num_workers=self.num_workers,
-            pin_memory=self._pin_memory(),
+            pin_memory=self.pins_memory(trainer.strategy.root_device if trainer else None),
             persistent_workers=self.num_workers > 0,
         )
 
-    def _pin_memory(self) -> bool:
+    def pins_memory(self, device: torch.device | None) -> bool:
+        """Whether batches for `device` are pinned: `pin_memory`, or if None, for a CUDA device."""
         if self.pin_memory is not None:
             return self.pin_memory
-        trainer = self.trainer
-        return trainer is not None and trainer.strategy.root_device.type == "cuda"
+        return device is not None and device.type == "cuda"
 
     def train_dataloader(self) -> BatchLoader:
         return self._loader("train", shuffle=True)
