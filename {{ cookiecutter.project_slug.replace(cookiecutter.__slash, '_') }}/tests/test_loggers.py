@@ -42,6 +42,12 @@ def logged_names(name: str, run_dir: Path, ids: dict[str, str], expected: set[st
         events = EventAccumulator(str(run_dir / "tensorboard")).Reload()
         return set(events.Tags()["scalars"])
     if name == "wandb":
+        import wandb
+
+        # W&B's own process writes the run's file, and may still be writing it after the run
+        # has finished (seen under load: none of the keys there yet); a command's exit waits
+        # for it, and so does teardown here.
+        wandb.teardown()
         # An offline run keeps its records in one binary file, where each logged key is stored
         # as plain UTF-8 (W&B has no offline reader in Python).
         (records,) = run_dir.glob("wandb/offline-run-*/run-*.wandb")
