@@ -21,7 +21,7 @@ tests/test_models.py tests/test_train.py tests/test_scaling.py {pkg}/__init__.py
 {pkg}/eval.py {pkg}/predict.py {pkg}/export.py {pkg}/data/__init__.py {pkg}/data/in_memory.py
 {pkg}/models/__init__.py {pkg}/models/classifier.py {pkg}/models/nets/__init__.py
 {pkg}/models/nets/mlp.py {pkg}/utils/__init__.py {pkg}/utils/checkpoints.py {pkg}/utils/errors.py
-{pkg}/utils/extras.py {pkg}/utils/instantiate.py {pkg}/utils/logging_setup.py
+{pkg}/utils/extras.py {pkg}/utils/instantiate.py {pkg}/utils/logging_setup.py {pkg}/utils/profiler.py
 {pkg}/utils/metrics_file.py {pkg}/utils/ddp_multirun.py {pkg}/utils/pretrained.py
 {pkg}/utils/resolvers.py {pkg}/utils/startup.py {cfg}/__init__.py {cfg}/train.yaml {cfg}/eval.yaml
 {cfg}/predict.yaml {cfg}/export.yaml {cfg}/callbacks/default.yaml

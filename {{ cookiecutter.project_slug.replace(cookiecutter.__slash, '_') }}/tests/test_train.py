@@ -114,3 +114,15 @@ def test_run_directory_holds_the_pictures(trained_run: tuple[Path, dict[str, flo
     assert len(rows) == {{ '10' if cookiecutter.example == 'digits' else '4' }}
     correct = sum(float(row["recall"]) * int(row["support"]) for row in rows)
     assert correct / sum(int(row["support"]) for row in rows) == pytest.approx(metrics["test/acc"], abs=1e-6)
+
+
+def test_trainer_profiles_its_hooks_only_when_a_profiler_is_asked_for(tmp_path: Path) -> None:
+    from lightning.pytorch.profilers import SimpleProfiler
+
+    from {{ cookiecutter.package_name }}.utils.instantiate import instantiate_trainer
+
+    quiet = instantiate_trainer(compose_config("train", tmp_path, ["logger=csv"]))
+    # One shared do-nothing context for every hook call, not a new one per call.
+    assert quiet.profiler.profile("[Callback]a.on_train_batch_end") is quiet.profiler.profile("b")
+    profiled = instantiate_trainer(compose_config("train", tmp_path, ["logger=csv", "debug=profiler"]))
+    assert isinstance(profiled.profiler, SimpleProfiler)

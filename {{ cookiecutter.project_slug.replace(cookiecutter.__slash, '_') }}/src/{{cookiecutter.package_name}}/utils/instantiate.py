@@ -18,9 +18,16 @@ def instantiate_dict(group: DictConfig | None) -> list[Any]:
 
 
 def instantiate_trainer(cfg: DictConfig) -> Any:
-    """The Trainer of `cfg.trainer`, with `cfg.callbacks` and `cfg.logger` (none where absent)."""
+    """The Trainer of `cfg.trainer`, with `cfg.callbacks` and `cfg.logger` (none where absent).
+
+    Without a profiler (`trainer.profiler` null or absent) its hooks run without profiling contexts.
+    """
+    from {{ cookiecutter.package_name }}.utils.profiler import NoProfiler
+
+    profiler = {} if cfg.trainer.get("profiler") else {"profiler": NoProfiler()}
     return hydra.utils.instantiate(
         cfg.trainer,
         callbacks=instantiate_dict(cfg.get("callbacks")),
         logger=instantiate_dict(cfg.get("logger")) or False,
+        **profiler,
     )
