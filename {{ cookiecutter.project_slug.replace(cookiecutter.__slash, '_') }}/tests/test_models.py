@@ -1,9 +1,11 @@
-"""Each net fits the data's shapes, and each model and experiment runs one batch end to end."""
+"""Each net fits the data's shapes, each model and experiment runs one batch end to end, and the
+metrics count every batch."""
 
 from pathlib import Path
 
 import hydra
 import pytest
+import torch
 from conftest import compose_config
 from test_configs import options
 
@@ -35,3 +37,22 @@ def test_fast_dev_run_of_each_experiment(experiment: str, tmp_path: Path) -> Non
 def test_overfitting_one_batch_drives_the_loss_to_zero(tmp_path: Path) -> None:
     metrics = train(compose_config("train", tmp_path, ["debug=overfit", "test=false"]))
     assert metrics["train/loss"] < 0.1
+
+
+def test_metrics_gathered_over_batches_equal_metrics_updated_every_batch(tmp_path: Path) -> None:
+    model = hydra.utils.instantiate(compose_config("train", tmp_path).model).eval()
+    reference = model.train_metrics.clone()
+    torch.manual_seed(0)
+    for index in range(2 * model.metric_batches + 5):
+        x, y = torch.rand(16, 1, 8, 8), torch.randint(0, 10, (16,))
+        model.training_step((x, y), index)
+        reference.update(model(x), y)
+    # A checkpoint taken now (mid-epoch) holds all of them, though 5 were not counted yet.
+    states, expected_states = model.state_dict(), reference.state_dict(prefix="train_metrics.")
+    assert expected_states  # the counts are saved with the model
+    for name, value in expected_states.items():
+        assert torch.equal(states[name], value), name
+    computed, expected = model.train_metrics.compute(), reference.compute()
+    assert computed.keys() == expected.keys() == {"train/acc", "train/f1"}
+    for name in expected:
+        assert torch.equal(computed[name], expected[name]), name

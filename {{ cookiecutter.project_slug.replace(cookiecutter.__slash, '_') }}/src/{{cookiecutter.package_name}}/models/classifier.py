@@ -22,6 +22,11 @@ class Classifier(L.LightningModule):
     pickled modules or partials inside.
     """
 
+    # The predicted labels of this many batches are gathered on the device, then counted into the
+    # metrics at once (and at each epoch's end, and before every checkpoint): torchmetrics' update
+    # costs ~0.2 ms per call on a CPU and, on a GPU, reads the class counts back to the host.
+    metric_batches = 32
+
     def __init__(
         self,
         net: Mapping[str, Any],
@@ -57,6 +62,7 @@ class Classifier(L.LightningModule):
         # epoch, and keeps its best validation accuracy.
         for metric in (self.train_metrics, self.train_loss, self.val_acc_best):
             metric.persistent(True)
+        self._predicted: dict[str, list[tuple[Tensor, Tensor]]] = {"train": [], "val": [], "test": []}
 
     @property
     def backbone(self) -> nn.Module:
@@ -76,13 +82,29 @@ class Classifier(L.LightningModule):
         loss = self.criterion(logits, y)
         # Only tensor updates in the steps: no logging, no host-device synchronisation. The
         # metrics are computed (and synced across devices) and logged once per epoch.
-        getattr(self, f"{stage}_metrics").update(logits, y)
+        predicted = self._predicted[stage]
+        predicted.append((logits.detach().argmax(-1), y))
+        if len(predicted) == self.metric_batches:
+            self._update_metrics(stage)
         # A mean over samples, however batched. (No `weight=`: torchmetrics 1.9 ignores it when
         # nan_strategy is "disable".)
         getattr(self, f"{stage}_loss").update(loss.detach().expand(len(y)))
         return loss, logits
 
+    def _update_metrics(self, stage: str) -> None:
+        """Count the gathered predictions into the stage's metrics (integer counts: exact)."""
+        if predicted := self._predicted[stage]:
+            labels, targets = (torch.cat(parts) for parts in zip(*predicted, strict=True))
+            getattr(self, f"{stage}_metrics").update(labels, targets)
+            predicted.clear()
+
+    def state_dict(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        # A checkpoint written in the middle of an epoch holds every batch of it so far.
+        self._update_metrics("train")
+        return super().state_dict(*args, **kwargs)
+
     def _log_epoch(self, stage: str) -> dict[str, Tensor]:
+        self._update_metrics(stage)
         metrics, mean_loss = getattr(self, f"{stage}_metrics"), getattr(self, f"{stage}_loss")
         values = {**metrics.compute(), f"{stage}/loss": mean_loss.compute()}
         metrics.reset()
