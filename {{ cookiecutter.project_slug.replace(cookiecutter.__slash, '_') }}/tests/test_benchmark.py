@@ -1,8 +1,10 @@
 """The benchmark's claims hold: the pipeline trains exactly like a hand-written loop."""
 
 import sys
+import tempfile
 from pathlib import Path
 
+import hydra
 import pytest
 import torch
 from conftest import ROOT, run_script
@@ -16,6 +18,11 @@ def test_pipeline_and_plain_loop_reach_the_same_loss() -> None:
     result = benchmark.parity(["trainer.max_epochs=2", "logger=csv"], rounds=1)
     assert round(result["losses"]["pipeline"], 5) == round(result["losses"]["plain"], 5)
     assert all(rate > 0 for rates in result["rates"].values() for rate in rates)
+    with tempfile.TemporaryDirectory() as tmp:
+        datamodule = hydra.utils.instantiate(benchmark.config(Path(tmp), []).data)
+    datamodule.setup("fit")
+    assert result["steps"] == len(datamodule.train_dataloader())
+    assert len(result["overheads"]) == 1
 
 
 @pytest.mark.slow
