@@ -148,8 +148,7 @@ def plain_loop(cfg: DictConfig, test: bool = False) -> tuple[list[float], float,
 
 
 def parity(overrides: list[str], rounds: int) -> dict[str, Any]:
-    rates: dict[str, list[float]] = {"pipeline": [], "plain": []}
-    epochs: dict[str, list[float]] = {"pipeline": [], "plain": []}
+    epochs: dict[str, list[float]] = {"pipeline": [], "plain": []}  # mean steady epoch, per round
     losses: dict[str, float] = {}
     with tempfile.TemporaryDirectory() as tmp:
         for index in range(rounds):
@@ -160,9 +159,9 @@ def parity(overrides: list[str], rounds: int) -> dict[str, Any]:
                 cfg = config(Path(tmp) / f"{name}-{index}", ["test=false", *timer, *overrides])
                 times, loss, samples = run(cfg)
                 steady = times[1:] or times
-                rates[name].append(samples * len(steady) / sum(steady))
                 epochs[name].append(sum(steady) / len(steady))
                 losses[name] = loss
+    rates = {name: [samples / seconds for seconds in values] for name, values in epochs.items()}
     ratios = [a / b for a, b in zip(rates["pipeline"], rates["plain"], strict=True)]
     # What the layers add to each training epoch, in seconds: Lightning's docs quote theirs this way.
     overheads = [a - b for a, b in zip(epochs["pipeline"], epochs["plain"], strict=True)]
