@@ -7,6 +7,9 @@ Prints, and writes to docs/benchmarks.md with a description of the machine:
   order, optimizer, schedule, batch size, epochs and seed, alternating A B A B in one process:
   steady-state training samples/s of both (epochs after the first), their ratio with its
   spread, the final training losses of both, and the time the pipeline adds to each epoch;
+- work per training step, counted (the same on any machine, however loaded): Python function
+  calls, tensor operations and values read into Python (`.item()`, `bool()`: on a GPU each one
+  waits for the device), in the pipeline and in the plain loop;
 - data path: batches/s of the whole-batch loader against a per-sample DataLoader on the same data;
 - start-up: wall time of `train.py --help`, `--cfg job` and a mistyped override (median);
 - end to end: wall time of `python train.py` against a plain script doing the same training.
@@ -25,7 +28,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -36,6 +41,7 @@ import lightning as L  # noqa: E402
 import torch  # noqa: E402
 from hydra import compose, initialize_config_module  # noqa: E402
 from omegaconf import DictConfig, open_dict  # noqa: E402
+from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
 
 from {{ cookiecutter.package_name }}.utils.startup import prepare_hydra  # noqa: E402
 
@@ -52,8 +58,14 @@ def config(run_dir: Path, overrides: list[str]) -> DictConfig:
     return cfg
 
 
-# The timers the pipeline's runs create (through the config, so the run is built as usual).
-TIMERS: list["EpochTimer"] = []
+# The benchmark's callbacks that the pipeline's runs create (through the config, so each run is
+# built as usual), newest last.
+CALLBACKS: list[L.Callback] = []
+
+
+def created(kind: type) -> Any:
+    """The callback of this kind that the last run created."""
+    return next(callback for callback in reversed(CALLBACKS) if isinstance(callback, kind))
 
 
 class EpochTimer(L.Callback):
@@ -62,7 +74,7 @@ class EpochTimer(L.Callback):
     def __init__(self) -> None:
         self.times: list[float] = []
         self.start = 0.0
-        TIMERS.append(self)
+        CALLBACKS.append(self)
 
     @staticmethod
     def _now(pl_module: L.LightningModule) -> float:
@@ -86,17 +98,62 @@ class EpochTimer(L.Callback):
         self._stop(pl_module)
 
 
-def pipeline(cfg: DictConfig) -> tuple[list[float], float, int]:
-    """Train with the project's own code; return epoch times, final train loss, samples per epoch."""
+class StepCounter(TorchDispatchMode, L.Callback):
+    """Counts the work of full training steps (each epoch's first batch and its last, which starts
+    validation, excluded): Python function calls on this thread in the second epoch; tensor
+    operations and values read into Python in the third (counting ops makes torch call Python).
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls = self.ops = self.reads = self.steps = 0
+        CALLBACKS.append(self)
+
+    def _call(self, frame: FrameType, event: str, arg: Any) -> None:
+        self.calls += event == "call"
+
+    def __torch_dispatch__(
+        self, func: Callable, types: Any, args: tuple = (), kwargs: dict | None = None
+    ) -> Any:
+        self.ops += 1
+        # What `.item()`, `bool()`, `float()` and `int()` of a tensor run.
+        self.reads += func is torch.ops.aten._local_scalar_dense.default
+        return func(*args, **(kwargs or {}))
+
+    def at(self, epoch: int, batch: int, batches: int) -> None:
+        """Called as each training batch starts."""
+        if epoch == 1 and batch == 1:
+            sys.setprofile(self._call)
+        elif epoch == 1 and batch == batches - 1:
+            sys.setprofile(None)
+        elif epoch == 2 and batch == 1:
+            self.__enter__()
+        elif epoch == 2 and batch == batches - 1:
+            self.__exit__(None, None, None)
+            self.steps = batches - 2
+
+    def per_step(self) -> dict[str, float]:
+        return {name: getattr(self, name) / self.steps for name in ("calls", "ops", "reads")}
+
+    def on_train_batch_start(
+        self, trainer: L.Trainer, pl_module: L.LightningModule, batch: Any, batch_idx: int
+    ) -> None:
+        self.at(trainer.current_epoch, batch_idx, trainer.num_training_batches)
+
+
+def pipeline(cfg: DictConfig) -> tuple[float, int]:
+    """Train with the project's own code; return the final train loss and samples per epoch."""
     from {{ cookiecutter.package_name }}.train import train
 
     metrics = train(cfg)
     datamodule = hydra.utils.instantiate(cfg.data)
     datamodule.setup("fit")
-    return TIMERS[-1].times, metrics["train/loss"], len(datamodule.splits["train"])
+    return metrics["train/loss"], len(datamodule.splits["train"])
 
 
-def plain_loop(cfg: DictConfig, test: bool = False) -> tuple[list[float], float, int]:
+def plain_loop(
+    cfg: DictConfig, test: bool = False, counter: StepCounter | None = None
+) -> tuple[list[float], float, int]:
     """The same training by hand: same net, data order, optimizer, schedule, batch size, epochs, seed."""
     import torch.nn.functional as F
 
@@ -121,7 +178,9 @@ def plain_loop(cfg: DictConfig, test: bool = False) -> tuple[list[float], float,
         if device.type == "cuda":
             torch.cuda.synchronize()
         start = time.perf_counter()
-        for x, y in loader:
+        for batch, (x, y) in enumerate(loader):
+            if counter:
+                counter.at(epoch, batch, len(loader))
             x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
             with torch.autocast(device.type, dtype=torch.bfloat16, enabled=autocast):
                 loss = F.cross_entropy(net(x), y)
@@ -152,21 +211,38 @@ def parity(overrides: list[str], rounds: int) -> dict[str, Any]:
     losses: dict[str, float] = {}
     with tempfile.TemporaryDirectory() as tmp:
         for index in range(rounds):
-            for name, run in (("pipeline", pipeline), ("plain", plain_loop)):
+            for name in ("pipeline", "plain"):
                 # This module's timer, run as a script (__main__) or imported (the tests).
                 timer = [f"+callbacks.benchmark_timer._target_={__name__}.EpochTimer"]
-                timer = timer if name == "pipeline" else []
                 cfg = config(Path(tmp) / f"{name}-{index}", ["test=false", *timer, *overrides])
-                times, loss, samples = run(cfg)
+                if name == "pipeline":
+                    losses[name], samples = pipeline(cfg)
+                    times = created(EpochTimer).times
+                else:
+                    times, losses[name], samples = plain_loop(cfg)
                 steady = times[1:] or times
-                epochs[name].append(sum(steady) / len(steady))
-                losses[name] = loss
+                # The median: a burst of load on a shared machine moves it least.
+                epochs[name].append(statistics.median(steady))
     rates = {name: [samples / seconds for seconds in values] for name, values in epochs.items()}
     ratios = [a / b for a, b in zip(rates["pipeline"], rates["plain"], strict=True)]
     # What the layers add to each training epoch, in seconds: Lightning's docs quote theirs this way.
     overheads = [a - b for a, b in zip(epochs["pipeline"], epochs["plain"], strict=True)]
     steps = math.ceil(samples / cfg.data.batch_size)
     return {"rates": rates, "ratios": ratios, "losses": losses, "overheads": overheads, "steps": steps}
+
+
+def work_per_step(overrides: list[str]) -> dict[str, dict[str, float]]:
+    """Python calls, tensor operations and values read into Python per training step, counted."""
+    counted = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        counter = [f"+callbacks.benchmark_counter._target_={__name__}.StepCounter"]
+        cfg = config(Path(tmp) / "pipeline", ["test=false", "trainer.max_epochs=3", *counter, *overrides])
+        pipeline(cfg)
+        counted["pipeline"] = created(StepCounter).per_step()
+        plain = StepCounter()
+        plain_loop(cfg, counter=plain)
+        counted["plain"] = plain.per_step()
+    return counted
 
 
 def data_path(overrides: list[str], epochs: int = 20) -> dict[str, float]:
@@ -276,6 +352,25 @@ def report(args: argparse.Namespace, overrides: list[str]) -> str:
             f"Losses equal to 5 decimals: {round(losses['pipeline'], 5) == round(losses['plain'], 5)}.\n",
             f"Time the pipeline adds to each training epoch of {steps} steps, in seconds: "
             f"{spread(result['overheads'])}; per step: {per_step:.2f} ms.\n",
+        ]
+    )
+
+    work = work_per_step(overrides)
+    extra = work["pipeline"]["reads"] - work["plain"]["reads"]
+    rows = {"project pipeline": work["pipeline"], "plain PyTorch loop": work["plain"]}
+    emit(
+        [
+            "## Work per training step (counted: the same on any machine, however loaded)\n",
+            "| | Python function calls | tensor operations | values read into Python |",
+            "|---|---|---|---|",
+            *(
+                f"| {name} | {counts['calls']:,.0f} | {counts['ops']:,.0f} | {counts['reads']:g} |"
+                for name, counts in rows.items()
+            ),
+            "",
+            f"Values the pipeline reads per step beyond the plain loop's: {extra:g} (the non-finite-loss "
+            "check; `callbacks.stop_on_non_finite_loss=null` removes it). Reading a value held on a GPU "
+            "waits for the GPU to finish its queued work.\n",
         ]
     )
 

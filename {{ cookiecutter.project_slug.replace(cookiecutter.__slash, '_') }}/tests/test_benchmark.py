@@ -25,6 +25,14 @@ def test_pipeline_and_plain_loop_reach_the_same_loss() -> None:
     assert len(result["overheads"]) == 1
 
 
+def test_training_steps_read_no_value_into_python() -> None:
+    # A `.item()`, `float()` or per-step log in the hot path shows up here: on a GPU each such
+    # read stalls the step until the device catches up. (The non-finite-loss check reads one.)
+    counted = benchmark.work_per_step(["logger=csv", "callbacks.stop_on_non_finite_loss=null"])
+    assert counted["pipeline"]["reads"] == counted["plain"]["reads"]
+    assert counted["plain"]["ops"] > 0 and counted["pipeline"]["calls"] > counted["plain"]["calls"]
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a GPU: the benchmark would run")
 def test_gpu_benchmark_without_a_gpu_is_skipped_with_a_reason(tmp_path: Path) -> None:
