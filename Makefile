@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: setup demo test test-fast lint lock clean
+.PHONY: setup demo test test-fast lint bench lock clean
 
 setup: $(VENV)/.done  ## create .venv with everything the template and every option need
 
@@ -29,6 +29,9 @@ test-fast: setup  ## the same with one answer set instead of the whole matrix
 lint: setup  ## ruff on the template's own code
 	$(PY) -m ruff check hooks scripts tests
 	$(PY) -m ruff format --check hooks scripts tests
+
+bench: setup  ## how long `cookiecutter --no-input` of this template takes (median of 7)
+	$(PY) scripts/bake_time.py
 
 lock: setup  ## rewrite both locks from .venv after changing a dependency
 	$(PY) scripts/lock.py
