@@ -368,9 +368,10 @@ def report(args: argparse.Namespace, overrides: list[str]) -> str:
                 for name, counts in rows.items()
             ),
             "",
-            f"Values the pipeline reads per step beyond the plain loop's: {extra:g} (the non-finite-loss "
-            "check; `callbacks.stop_on_non_finite_loss=null` removes it). Reading a value held on a GPU "
-            "waits for the GPU to finish its queued work.\n",
+            f"Values the pipeline reads per step beyond the plain loop's: {extra:g}. Reading a value held "
+            "on a GPU waits for the GPU to finish its queued work; the non-finite-loss check reads its "
+            "losses together, every 32 steps (`callbacks.stop_on_non_finite_loss.every_n_steps`) and at "
+            "each epoch's last batch.\n",
         ]
     )
 

@@ -27,8 +27,9 @@ def test_pipeline_and_plain_loop_reach_the_same_loss() -> None:
 
 def test_training_steps_read_no_value_into_python() -> None:
     # A `.item()`, `float()` or per-step log in the hot path shows up here: on a GPU each such
-    # read stalls the step until the device catches up. (The non-finite-loss check reads one.)
-    counted = benchmark.work_per_step(["logger=csv", "callbacks.stop_on_non_finite_loss=null"])
+    # read stalls the step until the device catches up. (The non-finite-loss check reads its
+    # losses once per 32 steps and at each epoch's last batch: not in the steps counted.)
+    counted = benchmark.work_per_step(["logger=csv"])
     assert counted["pipeline"]["reads"] == counted["plain"]["reads"]
     assert counted["plain"]["ops"] > 0 and counted["pipeline"]["calls"] > counted["plain"]["calls"]
 

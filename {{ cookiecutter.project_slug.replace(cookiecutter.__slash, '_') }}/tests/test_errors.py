@@ -50,3 +50,10 @@ def test_impossible_data_settings_are_named(override: str, message: str, tmp_pat
     cfg = compose_config("train", tmp_path, [override])
     with pytest.raises(InstantiationException, match=re.escape(message)):
         hydra.utils.instantiate(cfg.data)
+
+
+def test_non_positive_loss_check_interval_is_named(tmp_path: Path) -> None:
+    cfg = compose_config("train", tmp_path, ["callbacks.stop_on_non_finite_loss.every_n_steps=0"])
+    message = "callbacks.stop_on_non_finite_loss.every_n_steps=0: must be a positive integer"
+    with pytest.raises(InstantiationException, match=re.escape(message)):
+        hydra.utils.instantiate(cfg.callbacks.stop_on_non_finite_loss)

@@ -256,6 +256,30 @@ def test_non_finite_loss_stops_training_and_keeps_the_last_good_checkpoint(
         torch.isfinite(value).all() for value in last["state_dict"].values() if value.is_floating_point()
     )
     assert not (tmp_path / "checkpoints" / "interrupted.ckpt").exists()
+
+
+def test_non_finite_loss_is_caught_before_a_checkpoint_in_the_middle_of_the_check_interval(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The losses are read back every 32 steps; a checkpoint due before that checks them first.
+    from {{ cookiecutter.package_name }}.models.classifier import Classifier
+    from {{ cookiecutter.package_name }}.train import train as train_in_process
+    from {{ cookiecutter.package_name }}.utils.errors import TrainingError
+
+    real_step = Classifier.training_step
+
+    def training_step(self: Classifier, batch, batch_idx: int) -> torch.Tensor:
+        loss = real_step(self, batch, batch_idx)
+        return loss * float("inf") if self.global_step == 1 else loss
+
+    monkeypatch.setattr(Classifier, "training_step", training_step)
+    last = "callbacks.last_checkpoint"
+    every_3_steps = [f"{last}.every_n_epochs=null", f"+{last}.every_n_train_steps=3"]
+    cfg = compose_config("train", tmp_path, [*COMMON, *every_3_steps])
+    # The first bad step is named, not the later ones its broken weights made non-finite too.
+    with pytest.raises(TrainingError, match=r"The training loss is inf at step 1 \(epoch 0, batch 1\)"):
+        train_in_process(cfg)
+    assert not list(tmp_path.rglob("*.ckpt*"))
 {%- if cookiecutter.__wandb == 'True' %}
 
 
