@@ -157,10 +157,12 @@ def plain_loop(
     """The same training by hand: same net, data order, optimizer, schedule, batch size, epochs, seed."""
     import torch.nn.functional as F
 
+    # The device the pipeline's Trainer picks for this accelerator (`auto` included).
+    quiet = {"logger": False, "enable_checkpointing": False, "enable_progress_bar": False}
+    device = L.Trainer(accelerator=cfg.trainer.accelerator, devices=1, **quiet).strategy.root_device
     L.seed_everything(cfg.seed, workers=True, verbose=False)
     datamodule = hydra.utils.instantiate(cfg.data)
     net = hydra.utils.instantiate(cfg.model.net)
-    device = torch.device("cuda" if cfg.trainer.accelerator == "gpu" else "cpu")
     datamodule.pin_memory = datamodule.pins_memory(device)  # as the pipeline's trainer has it
     net.to(device)
     optimizer = hydra.utils.instantiate(cfg.model.optimizer, params=net.parameters())
