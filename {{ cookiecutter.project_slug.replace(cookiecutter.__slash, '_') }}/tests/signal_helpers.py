@@ -8,14 +8,16 @@ import lightning as L
 
 
 class SendSignalAt(L.Callback):
-    """Send `signal` to this process after training step `step`, as `kill` from outside would."""
+    """Send `signal` to this process after training step `step`, as `kill` from outside would;
+    with `rank`, only in that rank's process."""
 
-    def __init__(self, step: int, signal: str = "SIGTERM") -> None:
+    def __init__(self, step: int, signal: str = "SIGTERM", rank: int | None = None) -> None:
         self.step = step
         self.signal = signal
+        self.rank = rank
 
     def on_train_batch_end(self, trainer: L.Trainer, *args: Any) -> None:
-        if trainer.global_step == self.step:
+        if trainer.global_step == self.step and self.rank in (None, trainer.global_rank):
             os.kill(os.getpid(), getattr(signal, self.signal))
 
 

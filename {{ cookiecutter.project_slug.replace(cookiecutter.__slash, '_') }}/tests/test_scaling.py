@@ -12,6 +12,7 @@ import torch
 from conftest import compose_config, run_script
 from test_configs import options
 
+from {{ cookiecutter.package_name }}.callbacks.preemption import EXIT_CODE
 from {{ cookiecutter.package_name }}.utils.resolvers import run_name
 
 ACCELERATOR = {"default": "auto", "cpu": "cpu", "gpu": "gpu", "mps": "mps"}
@@ -124,6 +125,21 @@ def test_ddp_on_cpu_writes_one_run_and_matches_one_process(single_process, tmp_p
     result = run_script("train.py", *DDP, *SHORT, cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
     assert_one_ddp_run(tmp_path / "logs" / "train" / "runs", single_process[1])
+
+
+@pytest.mark.slow
+def test_ddp_stops_every_rank_at_the_step_one_rank_was_signalled(tmp_path: Path) -> None:
+    # Only rank 1 gets SIGTERM. Rank 0 must stop at the same step: alone, it would wait forever
+    # in the next step's gradient all-reduce.
+    signal = "+callbacks.send_signal"
+    only_rank_1 = [f"{signal}._target_=signal_helpers.SendSignalAt", f"{signal}.step=3", f"{signal}.rank=1"]
+    result = run_script("train.py", *DDP, *SHORT, *only_rank_1, cwd=tmp_path, timeout=240)
+    assert result.returncode == EXIT_CODE, result.stderr[-3000:]
+    run = single_run_dir(tmp_path / "logs" / "train" / "runs")
+    checkpoint = torch.load(run / "checkpoints" / "interrupted.ckpt", weights_only=True)
+    # Signalled at the end of step 3, in the middle of the first epoch: both stopped there.
+    assert checkpoint["global_step"] == 3 and checkpoint["epoch"] == 0
+    assert not (run / "metrics.json").exists()
 
 
 @pytest.mark.slow
