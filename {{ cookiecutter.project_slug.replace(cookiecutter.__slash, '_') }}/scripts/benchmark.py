@@ -209,7 +209,7 @@ def plain_loop(
 
 
 def parity(overrides: list[str], rounds: int) -> dict[str, Any]:
-    epochs: dict[str, list[float]] = {"pipeline": [], "plain": []}  # mean steady epoch, per round
+    epochs: dict[str, list[float]] = {"pipeline": [], "plain": []}  # median steady epoch, per round
     losses: dict[str, float] = {}
     with tempfile.TemporaryDirectory() as tmp:
         for index in range(rounds):
