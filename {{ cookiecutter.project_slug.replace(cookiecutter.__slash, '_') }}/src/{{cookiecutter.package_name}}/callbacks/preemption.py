@@ -20,6 +20,8 @@ from types import FrameType
 from typing import Any
 
 import lightning as L
+import torch
+import torch.distributed as dist
 from lightning.pytorch.callbacks import Checkpoint
 
 from {{ cookiecutter.package_name }}.callbacks.run_state import finish_logger_runs
@@ -46,12 +48,27 @@ class StopOnSignal(Checkpoint):
         self.signals = [getattr(signal, name) for name in signals if hasattr(signal, name)]
         self.received: str | None = None
         self._previous: dict[int, Any] = {}
+        # The ranks' own CPU (gloo) process group, to agree on stopping (see `_agree`).
+        self._group: Any = None
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
         if self.received and signum == signal.SIGINT:
             raise KeyboardInterrupt  # a second Ctrl+C: stop now
         self.received = signal.Signals(signum).name
         log.warning(f"Received {self.received}: stopping after this step, with a checkpoint.")
+
+    def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
+        # Every rank runs this (a collective) once the strategy has connected them.
+        if stage == "fit" and trainer.world_size > 1 and dist.is_available() and dist.is_initialized():
+            self._group = dist.new_group(backend="gloo")
+
+    def teardown(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
+        self._release()
+
+    def _release(self) -> None:
+        if self._group is not None:
+            dist.destroy_process_group(self._group)
+            self._group = None
 
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         # After Lightning has set its own handlers (it would stop only at the end of the epoch).
@@ -68,6 +85,7 @@ class StopOnSignal(Checkpoint):
         self, trainer: L.Trainer, pl_module: L.LightningModule, exception: BaseException
     ) -> None:
         self._restore()
+        self._release()
 
     def _restore(self) -> None:
         for signum, handler in self._previous.items():
@@ -84,10 +102,7 @@ class StopOnSignal(Checkpoint):
         self._stop_if_signalled(trainer)
 
     def _stop_if_signalled(self, trainer: L.Trainer) -> None:
-        stop = self.received is not None
-        if trainer.world_size > 1:  # every rank stops at the same step, even if one was signalled
-            stop = trainer.strategy.reduce_boolean_decision(stop, all=False)
-        if not stop:
+        if not self._agree(trainer, self.received is not None):
             return
         trainer.save_checkpoint(self.path)
         if trainer.is_global_zero:
@@ -101,6 +116,22 @@ class StopOnSignal(Checkpoint):
         # Flushed and closed now: the process that resumes reopens the same W&B run.
         finish_logger_runs(trainer, exit_code=EXIT_CODE)
         raise Preempted(EXIT_CODE)
+
+    def _agree(self, trainer: L.Trainer, stop: bool) -> bool:
+        """Whether any rank was signalled: every rank stops after the same step, even if a signal
+        reached one only (alone, the others would wait for it in the next gradient all-reduce).
+
+        The ranks exchange the flag on the host, over their gloo group: through the strategy's
+        own group (NCCL on GPUs) the flag would be a GPU tensor, and reading it after every step
+        would make the host wait for the GPU's queued work each time.
+        """
+        if trainer.world_size == 1:
+            return stop
+        if self._group is None:  # a launcher without torch.distributed (TPUs)
+            return trainer.strategy.reduce_boolean_decision(stop, all=False)
+        flag = torch.tensor(int(stop))
+        dist.all_reduce(flag, op=dist.ReduceOp.MAX, group=self._group)
+        return bool(flag)
 
 
 def requeue(job_id: str) -> None:
