@@ -104,6 +104,9 @@ class StepCounter(TorchDispatchMode, L.Callback):
     operations and values read into Python in the third (counting ops makes torch call Python).
     """
 
+    # Training batches an epoch needs: its first and its last are not counted.
+    min_batches = 3
+
     def __init__(self) -> None:
         super().__init__()
         self.calls = self.ops = self.reads = self.steps = 0
@@ -331,6 +334,34 @@ def spread(values: list[float]) -> str:
     return f"{statistics.median(values):.3f} (min {min(values):.3f}, max {max(values):.3f})"
 
 
+def work_section(overrides: list[str], steps: int) -> list[str]:
+    """The report's section on the work per training step."""
+    title = "## Work per training step (counted: the same on any machine, however loaded)\n"
+    if steps < StepCounter.min_batches:
+        return [
+            title,
+            f"Not counted: this configuration has {steps} training batches per epoch; counting needs "
+            f"at least {StepCounter.min_batches} (a smaller `data.batch_size`).\n",
+        ]
+    work = work_per_step(overrides)
+    extra = work["pipeline"]["reads"] - work["plain"]["reads"]
+    rows = {"project pipeline": work["pipeline"], "plain PyTorch loop": work["plain"]}
+    return [
+        title,
+        "| | Python function calls | tensor operations | values read into Python |",
+        "|---|---|---|---|",
+        *(
+            f"| {name} | {counts['calls']:,.0f} | {counts['ops']:,.0f} | {counts['reads']:g} |"
+            for name, counts in rows.items()
+        ),
+        "",
+        f"Values the pipeline reads per step beyond the plain loop's: {extra:g}. Reading a value held "
+        "on a GPU waits for the GPU to finish its queued work; the non-finite-loss check reads its "
+        "losses together, every 32 steps (`callbacks.stop_on_non_finite_loss.every_n_steps`) and at "
+        "each epoch's last batch.\n",
+    ]
+
+
 def report(args: argparse.Namespace, overrides: list[str]) -> str:
     lines = [f"# Benchmarks\n\nMachine: {machine()}  \nOverrides: `{' '.join(overrides) or '(defaults)'}`\n"]
 
@@ -357,25 +388,7 @@ def report(args: argparse.Namespace, overrides: list[str]) -> str:
         ]
     )
 
-    work = work_per_step(overrides)
-    extra = work["pipeline"]["reads"] - work["plain"]["reads"]
-    rows = {"project pipeline": work["pipeline"], "plain PyTorch loop": work["plain"]}
-    emit(
-        [
-            "## Work per training step (counted: the same on any machine, however loaded)\n",
-            "| | Python function calls | tensor operations | values read into Python |",
-            "|---|---|---|---|",
-            *(
-                f"| {name} | {counts['calls']:,.0f} | {counts['ops']:,.0f} | {counts['reads']:g} |"
-                for name, counts in rows.items()
-            ),
-            "",
-            f"Values the pipeline reads per step beyond the plain loop's: {extra:g}. Reading a value held "
-            "on a GPU waits for the GPU to finish its queued work; the non-finite-loss check reads its "
-            "losses together, every 32 steps (`callbacks.stop_on_non_finite_loss.every_n_steps`) and at "
-            "each epoch's last batch.\n",
-        ]
-    )
+    emit(work_section(overrides, steps))
 
     data = data_path(overrides)
     speedup = data["whole batches"] / data["per-sample DataLoader"]

@@ -34,6 +34,12 @@ def test_training_steps_read_no_value_into_python() -> None:
     assert counted["plain"]["ops"] > 0 and counted["pipeline"]["calls"] > counted["plain"]["calls"]
 
 
+def test_epochs_too_short_to_count_a_step_are_reported_not_counted() -> None:
+    # With batches of 1,024 the digits make 2 training batches per epoch, both left out.
+    section = "".join(benchmark.work_section(["data.batch_size=1024"], steps=2))
+    assert "Not counted: this configuration has 2 training batches per epoch" in section
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a GPU: the benchmark would run")
 def test_gpu_benchmark_without_a_gpu_is_skipped_with_a_reason(tmp_path: Path) -> None:
