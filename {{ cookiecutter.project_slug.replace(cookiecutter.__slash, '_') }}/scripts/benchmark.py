@@ -9,7 +9,7 @@ Prints, and writes to docs/benchmarks.md with a description of the machine:
   spread, the final training losses of both, and the time the pipeline adds to each epoch;
 - work per training step, counted (the same on any machine, however loaded): Python function
   calls, tensor operations and values read into Python (`.item()`, `bool()`: on a GPU each one
-  waits for the device), in the pipeline and in the plain loop;
+  waits for the device), and on a CUDA GPU every wait for it, in the pipeline and the plain loop;
 - data path: batches/s of the whole-batch loader against a per-sample DataLoader on the same data;
 - start-up: wall time of `train.py --help`, `--cfg job` and a mistyped override (median);
 - end to end: wall time of `python train.py` against a plain script doing the same training.
@@ -28,6 +28,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
@@ -101,7 +102,8 @@ class EpochTimer(L.Callback):
 class StepCounter(TorchDispatchMode, L.Callback):
     """Counts the work of full training steps (each epoch's first batch and its last, which starts
     validation, excluded): Python function calls on this thread in the second epoch; tensor
-    operations and values read into Python in the third (counting ops makes torch call Python).
+    operations and values read into Python in the third (counting ops makes torch call Python),
+    and with CUDA the operations that make the host wait for the GPU (torch's sync debug mode).
     """
 
     # Training batches an epoch needs: its first and its last are not counted.
@@ -110,6 +112,8 @@ class StepCounter(TorchDispatchMode, L.Callback):
     def __init__(self) -> None:
         super().__init__()
         self.calls = self.ops = self.reads = self.steps = 0
+        self.syncs: int | None = None  # counted with CUDA only
+        self._caught: list[warnings.WarningMessage] = []
         CALLBACKS.append(self)
 
     def _call(self, frame: FrameType, event: str, arg: Any) -> None:
@@ -131,12 +135,29 @@ class StepCounter(TorchDispatchMode, L.Callback):
             sys.setprofile(None)
         elif epoch == 2 and batch == 1:
             self.__enter__()
+            self._watch_syncs(True)
         elif epoch == 2 and batch == batches - 1:
+            self._watch_syncs(False)
             self.__exit__(None, None, None)
             self.steps = batches - 2
 
+    def _watch_syncs(self, on: bool) -> None:
+        """In "warn" mode torch warns at each synchronizing CUDA operation; count those warnings."""
+        if not torch.cuda.is_available():
+            return
+        if on:
+            self._watch = warnings.catch_warnings(record=True)
+            self._caught = self._watch.__enter__()
+            warnings.simplefilter("always")
+            torch.cuda.set_sync_debug_mode("warn")
+        else:
+            torch.cuda.set_sync_debug_mode("default")
+            self._watch.__exit__(None, None, None)
+            self.syncs = sum("synchronizing" in str(caught.message) for caught in self._caught)
+
     def per_step(self) -> dict[str, float]:
-        return {name: getattr(self, name) / self.steps for name in ("calls", "ops", "reads")}
+        counted = ("calls", "ops", "reads", "syncs")
+        return {name: getattr(self, name) / self.steps for name in counted if getattr(self, name) is not None}
 
     def on_train_batch_start(
         self, trainer: L.Trainer, pl_module: L.LightningModule, batch: Any, batch_idx: int
@@ -346,14 +367,16 @@ def work_section(overrides: list[str], steps: int) -> list[str]:
     work = work_per_step(overrides)
     extra = work["pipeline"]["reads"] - work["plain"]["reads"]
     rows = {"project pipeline": work["pipeline"], "plain PyTorch loop": work["plain"]}
+
+    def row(name: str, counts: dict[str, float]) -> str:
+        syncs = f"{counts['syncs']:g}" if "syncs" in counts else "n/a (no CUDA)"
+        return f"| {name} | {counts['calls']:,.0f} | {counts['ops']:,.0f} | {counts['reads']:g} | {syncs} |"
+
     return [
         title,
-        "| | Python function calls | tensor operations | values read into Python |",
-        "|---|---|---|---|",
-        *(
-            f"| {name} | {counts['calls']:,.0f} | {counts['ops']:,.0f} | {counts['reads']:g} |"
-            for name, counts in rows.items()
-        ),
+        "| | Python function calls | tensor operations | values read into Python | waits for the GPU |",
+        "|---|---|---|---|---|",
+        *(row(name, counts) for name, counts in rows.items()),
         "",
         f"Values the pipeline reads per step beyond the plain loop's: {extra:g}. Reading a value held "
         "on a GPU waits for the GPU to finish its queued work; the non-finite-loss check reads its "

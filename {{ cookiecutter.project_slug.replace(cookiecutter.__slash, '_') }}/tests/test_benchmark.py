@@ -34,6 +34,15 @@ def test_training_steps_read_no_value_into_python() -> None:
     assert counted["plain"]["ops"] > 0 and counted["pipeline"]["calls"] > counted["plain"]["calls"]
 
 
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_training_steps_on_a_gpu_wait_for_it_no_more_than_a_plain_loop() -> None:
+    # Waits for the GPU that read no value (a blocking copy to the host, `nonzero`, a
+    # `synchronize`) stall the steps as much: torch's sync debug mode counts them all.
+    counted = benchmark.work_per_step(["trainer=gpu", "logger=csv"])
+    assert counted["pipeline"]["syncs"] == counted["plain"]["syncs"]
+    assert counted["pipeline"]["reads"] == counted["plain"]["reads"]
+
+
 def test_epochs_too_short_to_count_a_step_are_reported_not_counted() -> None:
     # With batches of 1,024 the digits make 2 training batches per epoch, both left out.
     section = "".join(benchmark.work_section(["data.batch_size=1024"], steps=2))
