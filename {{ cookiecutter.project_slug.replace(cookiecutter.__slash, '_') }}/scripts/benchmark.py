@@ -175,15 +175,34 @@ def pipeline(cfg: DictConfig) -> tuple[float, int]:
     return metrics["train/loss"], len(datamodule.splits["train"])
 
 
+# The precisions the plain loop trains in as Lightning does, with the autocast type of each.
+AUTOCAST = {"32-true": None, "bf16-mixed": torch.bfloat16, "16-mixed": torch.float16}
+
+
+def device_and_autocast(cfg: DictConfig) -> tuple[torch.device, torch.dtype | None]:
+    """The device and precision the pipeline's Trainer picks for this config: `accelerator: auto`
+    resolved, and on a CPU `16-mixed` made `bf16-mixed`, as Lightning does."""
+    quiet = {"logger": False, "enable_checkpointing": False, "enable_progress_bar": False}
+    trainer = L.Trainer(
+        accelerator=cfg.trainer.accelerator, devices=1, precision=cfg.trainer.precision, **quiet
+    )
+    if trainer.precision not in AUTOCAST:
+        raise ValueError(
+            f"trainer.precision={cfg.trainer.precision}: the plain loop trains in "
+            f"{', '.join(AUTOCAST)} only, so the benchmark compares those."
+        )
+    return trainer.strategy.root_device, AUTOCAST[trainer.precision]
+
+
 def plain_loop(
     cfg: DictConfig, test: bool = False, counter: StepCounter | None = None
 ) -> tuple[list[float], float, int]:
     """The same training by hand: same net, data order, optimizer, schedule, batch size, epochs, seed."""
     import torch.nn.functional as F
 
-    # The device the pipeline's Trainer picks for this accelerator (`auto` included).
-    quiet = {"logger": False, "enable_checkpointing": False, "enable_progress_bar": False}
-    device = L.Trainer(accelerator=cfg.trainer.accelerator, devices=1, **quiet).strategy.root_device
+    device, autocast = device_and_autocast(cfg)
+    # fp16 gradients are scaled, and steps with an overflow skipped, as Lightning's 16-mixed does.
+    scaler = torch.amp.GradScaler(device.type) if autocast is torch.float16 else None
     L.seed_everything(cfg.seed, workers=True, verbose=False)
     datamodule = hydra.utils.instantiate(cfg.data)
     net = hydra.utils.instantiate(cfg.model.net)
@@ -195,7 +214,6 @@ def plain_loop(
     )
     datamodule.setup("fit")
     loader = datamodule.train_dataloader()
-    autocast = "bf16" in str(cfg.trainer.precision)
     times: list[float] = []
     for epoch in range(cfg.trainer.max_epochs):
         loader.sampler.set_epoch(epoch)
@@ -208,11 +226,16 @@ def plain_loop(
             if counter:
                 counter.at(epoch, batch, len(loader))
             x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
-            with torch.autocast(device.type, dtype=torch.bfloat16, enabled=autocast):
+            with torch.autocast(device.type, dtype=autocast, enabled=autocast is not None):
                 loss = F.cross_entropy(net(x), y)
             optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            optimizer.step()
+            if scaler is None:
+                loss.backward()
+                optimizer.step()
+            else:
+                scaler.scale(loss).backward()
+                scaler.step(optimizer)
+                scaler.update()
             loss_sum += loss.detach() * len(y)
             count += len(y)
         if device.type == "cuda":
@@ -471,10 +494,15 @@ def main() -> None:
         plain_script(overrides)
         return
     with tempfile.TemporaryDirectory() as tmp:
-        accelerator = config(Path(tmp), overrides).trainer.accelerator
+        cfg = config(Path(tmp), overrides)
+    accelerator = cfg.trainer.accelerator
     if missing := missing_device(accelerator):
         print(f"Skipped: trainer.accelerator={accelerator}, and {missing}. Run it where there is one.")
         return
+    try:
+        device_and_autocast(cfg)  # before anything runs
+    except ValueError as error:
+        sys.exit(str(error))
     text = report(args, overrides)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(text)

@@ -25,6 +25,21 @@ def test_pipeline_and_plain_loop_reach_the_same_loss() -> None:
     assert len(result["overheads"]) == 1
 
 
+@pytest.mark.slow
+def test_mixed_precision_pipeline_and_plain_loop_reach_the_same_loss() -> None:
+    # On a CPU Lightning trains 16-mixed as bf16-mixed; the plain loop must do the same.
+    overrides = ["trainer.max_epochs=2", "logger=csv", "trainer.precision=16-mixed"]
+    losses = benchmark.parity([*overrides, "trainer.accelerator=cpu"], rounds=1)["losses"]
+    assert round(losses["pipeline"], 5) == round(losses["plain"], 5)
+
+
+def test_a_precision_the_plain_loop_cannot_mirror_is_named() -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        cfg = benchmark.config(Path(tmp), ["trainer.precision=bf16-true"])
+    with pytest.raises(ValueError, match="trainer.precision=bf16-true: the plain loop trains in 32-true, "):
+        benchmark.device_and_autocast(cfg)
+
+
 def test_training_steps_read_no_value_into_python() -> None:
     # A `.item()`, `float()` or per-step log in the hot path shows up here: on a GPU each such
     # read stalls the step until the device catches up. (The non-finite-loss check reads its
