@@ -14,7 +14,7 @@ Prints, and writes to docs/benchmarks.md with a description of the machine:
 - start-up: wall time of `train.py --help`, `--cfg job` and a mistyped override (median);
 - end to end: wall time of `python train.py` against a plain script doing the same training.
 
-`--trainer gpu` runs the same comparison on a GPU, `--precision bf16-mixed` with mixed precision;
+`--trainer gpu` runs the same comparison on a GPU, `--precision bf16-mixed` (or 16-mixed) in mixed precision;
 without such a device it says so and skips, writing nothing.
 These are measurements, not tests: on a shared, noisy machine, read the spread.
 """
