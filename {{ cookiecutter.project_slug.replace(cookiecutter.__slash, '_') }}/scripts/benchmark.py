@@ -12,7 +12,8 @@ Prints, and writes to docs/benchmarks.md with a description of the machine:
   waits for the device), and on a CUDA GPU every wait for it, in the pipeline and the plain loop;
 - data path: batches/s of the whole-batch loader against a per-sample DataLoader on the same data;
 - start-up: wall time of `train.py --help`, `--cfg job` and a mistyped override (median);
-- end to end: wall time of `python train.py` against a plain script doing the same training.
+- end to end: wall time of `python train.py` against a plain script doing the same training with
+  torch alone (scripts/plain_train.py).
 
 `--trainer gpu` runs the same comparison on a GPU, `--precision bf16-mixed` (or 16-mixed) in mixed precision;
 without such a device it says so and skips, writing nothing.
@@ -20,6 +21,7 @@ These are measurements, not tests: on a shared, noisy machine, read the spread.
 """
 
 import argparse
+import json
 import math
 import os
 import platform
@@ -194,9 +196,7 @@ def device_and_autocast(cfg: DictConfig) -> tuple[torch.device, torch.dtype | No
     return trainer.strategy.root_device, AUTOCAST[trainer.precision]
 
 
-def plain_loop(
-    cfg: DictConfig, test: bool = False, counter: StepCounter | None = None
-) -> tuple[list[float], float, int]:
+def plain_loop(cfg: DictConfig, counter: StepCounter | None = None) -> tuple[list[float], float, int]:
     """The same training by hand: same net, data order, optimizer, schedule, batch size, epochs, seed."""
     import torch.nn.functional as F
 
@@ -243,15 +243,6 @@ def plain_loop(
         times.append(time.perf_counter() - start)
         if scheduler is not None:
             scheduler.step()
-    if test:
-        net.eval()
-        datamodule.setup("test")
-        with torch.no_grad():
-            correct = sum(
-                int((net(x.to(device)).argmax(-1) == y.to(device)).sum())
-                for x, y in datamodule.test_dataloader()
-            )
-        print(f"test accuracy {correct / len(datamodule.splits['test']):.4f}")
     return times, float(loss_sum / count), len(datamodule.splits["train"])
 
 
@@ -345,16 +336,37 @@ def startup(repeats: int) -> dict[str, float]:
     return {name: statistics.median(wall_times(command, repeats)) for name, command in commands.items()}
 
 
+def plain_spec(overrides: list[str], folder: Path) -> Path:
+    """What scripts/plain_train.py trains, from the composed config: the data's train and test
+    tensors in a file, and the net, optimizer and scheduler configs, batch size, epochs, seed,
+    device and autocast type in a JSON spec."""
+    from omegaconf import OmegaConf
+
+    cfg = config(folder, overrides)
+    datamodule = hydra.utils.instantiate(cfg.data)
+    datamodule.setup("fit")
+    datamodule.setup("test")
+    splits = {name: datamodule.splits[name].tensors for name in ("train", "test")}
+    torch.save(splits, folder / "data.pt")
+    device, autocast = device_and_autocast(cfg)
+    model = OmegaConf.to_container(cfg.model, resolve=True)
+    spec = {
+        **{name: model[name] for name in ("net", "optimizer", "scheduler")},
+        **{"batch_size": cfg.data.batch_size, "max_epochs": cfg.trainer.max_epochs, "seed": cfg.seed},
+        "device": str(device),
+        "autocast": str(autocast).removeprefix("torch.") if autocast else None,
+        "data": str(folder / "data.pt"),
+    }
+    (folder / "spec.json").write_text(json.dumps(spec))
+    return folder / "spec.json"
+
+
 def end_to_end(overrides: list[str], repeats: int) -> dict[str, float]:
     project = wall_times([sys.executable, str(ROOT / "train.py"), *overrides], repeats)
-    plain = wall_times([sys.executable, __file__, "--plain-script", *overrides], repeats)
-    return {"python train.py": statistics.median(project), "plain PyTorch script": statistics.median(plain)}
-
-
-def plain_script(overrides: list[str]) -> None:
-    """A plain script: the same training as `python train.py`, then the test accuracy."""
     with tempfile.TemporaryDirectory() as tmp:
-        plain_loop(config(Path(tmp), overrides), test=True)
+        spec = plain_spec(overrides, Path(tmp))
+        plain = wall_times([sys.executable, str(ROOT / "scripts" / "plain_train.py"), str(spec)], repeats)
+    return {"python train.py": statistics.median(project), "plain PyTorch script": statistics.median(plain)}
 
 
 def missing_device(accelerator: str) -> str | None:
@@ -469,7 +481,8 @@ def report(args: argparse.Namespace, overrides: list[str]) -> str:
             "|---|---|",
             *(f"| `{name}` | {seconds:.1f} |" for name, seconds in e2e.items()),
             "",
-            f"Ratio: {ratio:.2f} (target <= 2). `python train.py` also tests, logs and checkpoints.\n",
+            f"Ratio: {ratio:.2f} (target <= 2). `python train.py` also validates every epoch, logs and "
+            "checkpoints.\n",
         ]
     )
     return "\n".join(lines)
@@ -484,15 +497,11 @@ def main() -> None:
     parser.add_argument("--trainer", default=None, help="trainer config, e.g. gpu")
     parser.add_argument("--precision", default=None, help="e.g. bf16-mixed")
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "benchmarks.md")
-    parser.add_argument("--plain-script", action="store_true", help=argparse.SUPPRESS)
     args, overrides = parser.parse_known_args()
     if args.trainer:
         overrides.append(f"trainer={args.trainer}")
     if args.precision:
         overrides.append(f"trainer.precision={args.precision}")
-    if args.plain_script:
-        plain_script(overrides)
-        return
     with tempfile.TemporaryDirectory() as tmp:
         cfg = config(Path(tmp), overrides)
     accelerator = cfg.trainer.accelerator

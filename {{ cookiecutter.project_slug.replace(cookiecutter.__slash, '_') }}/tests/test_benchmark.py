@@ -58,6 +58,18 @@ def test_training_steps_on_a_gpu_wait_for_it_no_more_than_a_plain_loop() -> None
     assert counted["pipeline"]["reads"] == counted["plain"]["reads"]
 
 
+@pytest.mark.slow
+def test_plain_script_of_the_end_to_end_comparison_trains_with_torch_alone(tmp_path: Path) -> None:
+    # Its imports are what a plain script pays for; the project's own are what is compared.
+    spec = benchmark.plain_spec(["trainer.max_epochs=1"], tmp_path)
+    result = run_script("scripts/plain_train.py", str(spec), cwd=tmp_path, launcher=["-X", "importtime"])
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "test accuracy 0." in result.stdout
+    imported = {line.rsplit("|", 1)[-1].strip().split(".")[0] for line in result.stderr.splitlines()}
+    assert "torch" in imported
+    assert not imported & {"lightning", "hydra", "omegaconf", "torchmetrics", "wandb"}
+
+
 def test_epochs_too_short_to_count_a_step_are_reported_not_counted() -> None:
     # With batches of 1,024 the digits make 2 training batches per epoch, both left out.
     section = "".join(benchmark.work_section(["data.batch_size=1024"], steps=2))

@@ -1,0 +1,60 @@
+"""A plain PyTorch training script: the yardstick of `make bench`'s end-to-end comparison.
+
+`python scripts/plain_train.py SPEC.json` trains the project's net on the tensors saved in the
+spec's data file, with torch alone (no Lightning, Hydra, logger or metrics library: their
+imports are part of what the comparison measures), then prints the test accuracy. The
+benchmark writes the spec from the composed config: the net, optimizer and scheduler configs,
+batch size, epochs, seed, device and autocast type.
+"""
+
+import importlib
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+
+def build(config: dict[str, Any], **kwargs: Any) -> Any:
+    """The object a `_target_` config describes (what Hydra's instantiate does for flat configs)."""
+    module, name = config.pop("_target_").rsplit(".", 1)
+    return getattr(importlib.import_module(module), name)(**config, **kwargs)
+
+
+def main(spec: dict[str, Any]) -> None:
+    torch.manual_seed(spec["seed"])
+    device = torch.device(spec["device"])
+    data = torch.load(spec["data"], weights_only=True)
+    x, y = (tensor.to(device) for tensor in data["train"])
+    net = build(spec["net"]).to(device)
+    optimizer = build(spec["optimizer"], params=net.parameters())
+    scheduler = build(spec["scheduler"], optimizer=optimizer) if spec["scheduler"] else None
+    autocast = getattr(torch, spec["autocast"]) if spec["autocast"] else None
+    scaler = torch.amp.GradScaler(device.type) if autocast is torch.float16 else None
+    for _ in range(spec["max_epochs"]):
+        net.train()
+        for batch in torch.randperm(len(y), device=device).split(spec["batch_size"]):
+            with torch.autocast(device.type, dtype=autocast, enabled=autocast is not None):
+                loss = F.cross_entropy(net(x[batch]), y[batch])
+            optimizer.zero_grad(set_to_none=True)
+            if scaler is None:
+                loss.backward()
+                optimizer.step()
+            else:
+                scaler.scale(loss).backward()
+                scaler.step(optimizer)
+                scaler.update()
+        if scheduler is not None:
+            scheduler.step()
+    net.eval()
+    x, y = (tensor.to(device) for tensor in data["test"])
+    batches = zip(x.split(spec["batch_size"]), y.split(spec["batch_size"]), strict=True)
+    with torch.no_grad():
+        correct = sum(int((net(inputs).argmax(-1) == labels).sum()) for inputs, labels in batches)
+    print(f"test accuracy {correct / len(y):.4f}")
+
+
+if __name__ == "__main__":
+    main(json.loads(Path(sys.argv[1]).read_text()))
