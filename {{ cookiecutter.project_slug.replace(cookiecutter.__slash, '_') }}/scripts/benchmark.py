@@ -44,6 +44,7 @@ import lightning as L  # noqa: E402
 import torch  # noqa: E402
 from hydra import compose, initialize_config_module  # noqa: E402
 from omegaconf import DictConfig, open_dict  # noqa: E402
+from plain_train import grad_scaler, train_step  # noqa: E402
 from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
 
 from {{ cookiecutter.package_name }}.utils.startup import prepare_hydra  # noqa: E402
@@ -198,11 +199,8 @@ def device_and_autocast(cfg: DictConfig) -> tuple[torch.device, torch.dtype | No
 
 def plain_loop(cfg: DictConfig, counter: StepCounter | None = None) -> tuple[list[float], float, int]:
     """The same training by hand: same net, data order, optimizer, schedule, batch size, epochs, seed."""
-    import torch.nn.functional as F
-
     device, autocast = device_and_autocast(cfg)
-    # fp16 gradients are scaled, and steps with an overflow skipped, as Lightning's 16-mixed does.
-    scaler = torch.amp.GradScaler(device.type) if autocast is torch.float16 else None
+    scaler = grad_scaler(device, autocast)
     L.seed_everything(cfg.seed, workers=True, verbose=False)
     datamodule = hydra.utils.instantiate(cfg.data)
     net = hydra.utils.instantiate(cfg.model.net)
@@ -226,16 +224,7 @@ def plain_loop(cfg: DictConfig, counter: StepCounter | None = None) -> tuple[lis
             if counter:
                 counter.at(epoch, batch, len(loader))
             x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
-            with torch.autocast(device.type, dtype=autocast, enabled=autocast is not None):
-                loss = F.cross_entropy(net(x), y)
-            optimizer.zero_grad(set_to_none=True)
-            if scaler is None:
-                loss.backward()
-                optimizer.step()
-            else:
-                scaler.scale(loss).backward()
-                scaler.step(optimizer)
-                scaler.update()
+            loss = train_step(net, optimizer, x, y, autocast, scaler)
             loss_sum += loss.detach() * len(y)
             count += len(y)
         if device.type == "cuda":

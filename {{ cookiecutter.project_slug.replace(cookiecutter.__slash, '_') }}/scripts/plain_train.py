@@ -23,6 +23,33 @@ def build(config: dict[str, Any], **kwargs: Any) -> Any:
     return getattr(importlib.import_module(module), name)(**config, **kwargs)
 
 
+def grad_scaler(device: torch.device, autocast: torch.dtype | None) -> torch.amp.GradScaler | None:
+    """fp16 gradients are scaled, and steps with an overflow skipped, as Lightning's 16-mixed does."""
+    return torch.amp.GradScaler(device.type) if autocast is torch.float16 else None
+
+
+def train_step(
+    net: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    autocast: torch.dtype | None = None,
+    scaler: torch.amp.GradScaler | None = None,
+) -> torch.Tensor:
+    """One plain training step (the benchmark's plain loop takes it from here too); the loss."""
+    with torch.autocast(x.device.type, dtype=autocast, enabled=autocast is not None):
+        loss = F.cross_entropy(net(x), y)
+    optimizer.zero_grad(set_to_none=True)
+    if scaler is None:
+        loss.backward()
+        optimizer.step()
+    else:
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()
+    return loss
+
+
 def main(spec: dict[str, Any]) -> None:
     torch.manual_seed(spec["seed"])
     device = torch.device(spec["device"])
@@ -32,20 +59,11 @@ def main(spec: dict[str, Any]) -> None:
     optimizer = build(spec["optimizer"], params=net.parameters())
     scheduler = build(spec["scheduler"], optimizer=optimizer) if spec["scheduler"] else None
     autocast = getattr(torch, spec["autocast"]) if spec["autocast"] else None
-    scaler = torch.amp.GradScaler(device.type) if autocast is torch.float16 else None
+    scaler = grad_scaler(device, autocast)
     for _ in range(spec["max_epochs"]):
         net.train()
         for batch in torch.randperm(len(y), device=device).split(spec["batch_size"]):
-            with torch.autocast(device.type, dtype=autocast, enabled=autocast is not None):
-                loss = F.cross_entropy(net(x[batch]), y[batch])
-            optimizer.zero_grad(set_to_none=True)
-            if scaler is None:
-                loss.backward()
-                optimizer.step()
-            else:
-                scaler.scale(loss).backward()
-                scaler.step(optimizer)
-                scaler.update()
+            train_step(net, optimizer, x[batch], y[batch], autocast, scaler)
         if scheduler is not None:
             scheduler.step()
     net.eval()
