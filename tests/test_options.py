@@ -32,8 +32,8 @@ tests/test_models.py tests/test_train.py tests/test_scaling.py {pkg}/__init__.py
 {pkg}/callbacks/__init__.py {pkg}/callbacks/preemption.py {pkg}/callbacks/finite_loss.py
 {pkg}/callbacks/run_state.py {pkg}/data/batches.py {pkg}/utils/resume.py {pkg}/utils/run_info.py
 {pkg}/utils/atomic_checkpoint.py {pkg}/utils/csv_logger.py tests/test_resume.py tests/signal_helpers.py
-{pkg}/callbacks/progress.py {pkg}/utils/multirun_summary.py scripts/benchmark.py tests/test_benchmark.py
-tests/test_loggers.py
+{pkg}/callbacks/progress.py {pkg}/utils/multirun_summary.py scripts/benchmark.py scripts/plain_train.py
+tests/test_loggers.py tests/test_benchmark.py
 tests/test_crossval.py tests/test_data.py {pkg}/callbacks/reports.py {cfg}/callbacks/reports.yaml
 {cfg}/debug/default.yaml {cfg}/debug/fdr.yaml {cfg}/debug/limit.yaml {cfg}/debug/overfit.yaml
 {cfg}/debug/profiler.yaml {cfg}/experiment/example.yaml {cfg}/experiment/finetune.yaml
