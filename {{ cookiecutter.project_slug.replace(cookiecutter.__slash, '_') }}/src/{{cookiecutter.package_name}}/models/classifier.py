@@ -87,7 +87,9 @@ class Classifier(L.LightningModule):
         if len(predicted) == self.metric_batches:
             self._update_metrics(stage)
         # A mean over samples, however batched. (No `weight=`: torchmetrics 1.9 ignores it when
-        # nan_strategy is "disable".)
+        # nan_strategy is "disable".) Counted every step, not gathered like the predictions: a
+        # float sum depends on its grouping, and a checkpoint would split a group where it falls,
+        # so a resumed run would no longer end exactly like an uninterrupted one.
         getattr(self, f"{stage}_loss").update(loss.detach().expand(len(y)))
         return loss, logits
 
