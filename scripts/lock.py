@@ -30,12 +30,14 @@ PROJECT_LOCK = ROOT / "{{ cookiecutter.project_slug.replace(cookiecutter.__slash
 # tests/test_lock.py checks every baked project's lock against its declared dependencies).
 CORE = [
     "torch",
+    "torchdata",
     "lightning",
     "torchmetrics",
     "hydra-core",
     "omegaconf",
     "scikit-learn",
     "rich",
+    "pillow",
     "matplotlib",
     "python-dotenv",
     "onnx",
@@ -46,11 +48,10 @@ CORE = [
     "ruff",
 ]
 BY_ANSWER = {
-    "cookiecutter.example == 'digits'": ["pillow"],
     "cookiecutter.__wandb == 'True'": ["wandb"],
     "cookiecutter.logger == 'tensorboard'": ["tensorboard"],
     "cookiecutter.logger == 'mlflow'": ["mlflow-skinny", "sqlalchemy", "alembic"],
-    "cookiecutter.__optuna == 'True'": ["hydra-optuna-sweeper", "optuna", "sqlalchemy", "alembic"],
+    "cookiecutter.__optuna == 'True'": ["optuna", "sqlalchemy", "alembic"],
     "cookiecutter.slurm": ["hydra-submitit-launcher"],
     "cookiecutter.pre_commit": ["pre-commit"],
 }
