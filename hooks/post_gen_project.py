@@ -21,11 +21,10 @@ def unwanted(answers: dict) -> list[str]:
         f"{configs}/data/digits.yaml": answers["example"] != "digits",
         f"{pkg}/models/nets/cnn.py": answers["example"] != "digits",
         f"{configs}/model/net/cnn.yaml": answers["example"] != "digits",
-        f"{pkg}/data/synthetic.py": answers["example"] != "minimal",
-        f"{configs}/data/synthetic.yaml": answers["example"] != "minimal",
+        f"{pkg}/data/blobs.py": answers["example"] != "minimal",
+        f"{configs}/data/blobs.yaml": answers["example"] != "minimal",
         # Loggers: csv always; the others only where their package is a dependency.
         f"{configs}/logger/wandb.yaml": not wandb,
-        f"{pkg}/utils/wandb_mode.py": not wandb,
         f"{configs}/logger/tensorboard.yaml": answers["logger"] != "tensorboard",
         f"{configs}/logger/mlflow.yaml": answers["logger"] != "mlflow",
         # Hyperparameter search.

@@ -1,44 +1,44 @@
 """Evaluation of a checkpoint on the test split: `python eval.py ckpt_path=PATH [overrides]`.
 
-The architecture comes from the checkpoint itself (its saved hyperparameters), so a model
-trained with any net or experiment evaluates without repeating its overrides.
+The checkpoint records its architecture and the data it was trained on: nothing else is needed.
+`data=...` evaluates on other data with the same input shape and classes.
 """
 
-from typing import Any
+import logging
+from pathlib import Path
 
 import hydra
 from omegaconf import DictConfig
 
-from {{ cookiecutter.package_name }}.utils.checkpoints import existing_checkpoint, load_model
-from {{ cookiecutter.package_name }}.utils.extras import apply_extras
-from {{ cookiecutter.package_name }}.utils.instantiate import instantiate_trainer
-from {{ cookiecutter.package_name }}.utils.logging_setup import use_hydra_logging
-from {{ cookiecutter.package_name }}.utils.metrics_file import as_floats, write_metrics
-from {{ cookiecutter.package_name }}.utils.startup import before_hydra
+from {{ cookiecutter.package_name }}.utils import config, runs
 
-before_hydra()
+log = logging.getLogger(__name__)
 
 
 def evaluate(cfg: DictConfig) -> dict[str, float]:
     """Test the checkpoint at `cfg.ckpt_path`, write metrics.json, return the metrics."""
-    import lightning as L
+    from {{ cookiecutter.package_name }}.utils.checkpoints import model_and_data
 
-    use_hydra_logging()
-    model: L.LightningModule = load_model(cfg.model_class, cfg.ckpt_path)
-    datamodule: L.LightningDataModule = hydra.utils.instantiate(cfg.data)
-    trainer: L.Trainer = instantiate_trainer(cfg)
-    results: dict[str, Any] = trainer.test(model, datamodule=datamodule)[0]
-    metrics = as_floats(results)
+    config.quiet_console()
+    model, datamodule = model_and_data(cfg)
+    loggers = [hydra.utils.instantiate(c) for c in (cfg.get("logger") or {}).values() if c]
+    trainer = hydra.utils.instantiate(cfg.trainer, logger=loggers or False)
+    metrics = {k: float(v) for k, v in sorted(trainer.test(model, datamodule=datamodule, verbose=False)[0].items())}
     if trainer.is_global_zero:
-        write_metrics(cfg.paths.output_dir, metrics)
+        runs.write_json(Path(cfg.paths.output_dir) / "metrics.json", metrics)
+        log.info("  ".join(f"{k} {v:.4f}" for k, v in metrics.items()))
     return metrics
 
 
 @hydra.main(version_base="1.3", config_path="configs", config_name="eval")
-def main(cfg: DictConfig) -> None:
-    cfg.ckpt_path = str(existing_checkpoint(cfg.ckpt_path))
-    apply_extras(cfg)
+def run_eval(cfg: DictConfig) -> None:
+    config.save_config(cfg, Path(cfg.paths.output_dir))
     evaluate(cfg)
+
+
+def main() -> None:
+    runs.register_resolvers()
+    run_eval()
 
 
 if __name__ == "__main__":

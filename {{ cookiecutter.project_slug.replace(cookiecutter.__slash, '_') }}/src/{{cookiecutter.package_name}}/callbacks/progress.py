@@ -1,4 +1,4 @@
-"""Progress: Lightning's rich bar in a terminal, one plain line per epoch elsewhere (CI logs, files)."""
+"""Progress: Lightning's rich bar in a terminal; elsewhere (CI, SLURM output files) one line per epoch."""
 
 import logging
 import sys
@@ -11,31 +11,25 @@ log = logging.getLogger(__name__)
 
 
 class EpochLines(ProgressBar):
-    """One log line per epoch with its metrics: no control characters, nothing redrawn.
-
-    A ProgressBar, so Lightning adds no bar of its own.
-    """
+    """One log line per epoch with its metrics, and nothing redrawn (a ProgressBar, so Lightning
+    adds no bar of its own)."""
 
     def __init__(self) -> None:
         super().__init__()
-        self._enabled = True
+        self.enabled = True
 
     def disable(self) -> None:
-        self._enabled = False
+        self.enabled = False
 
     def enable(self) -> None:
-        self._enabled = True
+        self.enabled = True
 
     def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        if not (self._enabled and trainer.is_global_zero):
-            return
-        metrics = self.get_metrics(trainer, pl_module)
-        shown = "  ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in metrics.items())
-        log.info(f"epoch {trainer.current_epoch + 1}/{trainer.max_epochs}  {shown}")
+        if self.enabled and trainer.is_global_zero:
+            shown = "  ".join(f"{k} {v:.4g}" for k, v in self.get_metrics(trainer, pl_module).items() if "/" in k)
+            log.info(f"epoch {trainer.current_epoch + 1}/{trainer.max_epochs}  {shown}")
 
 
 def progress_bar(**rich_options: Any) -> ProgressBar:
     """RichProgressBar when stdout is a terminal, else EpochLines."""
-    if sys.stdout.isatty():
-        return RichProgressBar(**rich_options)
-    return EpochLines()
+    return RichProgressBar(**rich_options) if sys.stdout.isatty() else EpochLines()

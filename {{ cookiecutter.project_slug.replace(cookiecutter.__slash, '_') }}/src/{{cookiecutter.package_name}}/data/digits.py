@@ -1,57 +1,36 @@
-"""scikit-learn's handwritten digits: 1,797 8x8 images, shipped with the package, no download."""
+"""scikit-learn's handwritten digits (1,797 8x8 images shipped with it: no download), as an image folder."""
 
+import shutil
+import tempfile
 from pathlib import Path
 
 import numpy as np
-import torch
 from PIL import Image
-from sklearn.datasets import load_digits
-from torch import Tensor
-from torch.utils.data import TensorDataset
 
-from {{ cookiecutter.package_name }}.data.in_memory import InMemoryDataModule
-
-# Pixel values in the digits data run from 0 (background) to 16 (ink).
-MAX_VALUE = 16.0
+from {{ cookiecutter.package_name }}.data.image_folder import ImageFolderDataModule
 
 
-class DigitsDataModule(InMemoryDataModule):
-    """The digits as (1, 8, 8) images scaled to [0, 1], labels 0-9.
+class DigitsDataModule(ImageFolderDataModule):
+    """The digits, written once as PNG files in one folder per class, then read like any image
+    folder: the path your own images take (`data=image_folder data.root=<dir>`)."""
 
-    For prediction it also reads PNG images (a file, or a folder of them): light digits on a
-    dark background like the training data, any size (resized to 8x8).
-    """
+    def __init__(self, root: str, **options: int | float) -> None:
+        super().__init__(root, image_size=(8, 8), channels=1, **options)
 
-    num_classes = 10
-    input_kinds = (".npy or .csv of 8x8 images (N x 64 values 0-16)", ".png", "a folder of .png images")
+    def prepare_data(self) -> None:
+        if self.root.is_dir():
+            return
+        from sklearn.datasets import load_digits
 
-    def load(self) -> tuple[Tensor, Tensor]:
         digits = load_digits()
-        return self.prepare(digits.images), torch.tensor(digits.target, dtype=torch.long)
-
-    def prepare(self, raw: np.ndarray) -> Tensor:
-        if raw.ndim == 2 and raw.shape[1] == 64:
-            raw = raw.reshape(-1, 8, 8)
-        if raw.ndim != 3 or raw.shape[1:] != (8, 8):
-            raise ValueError(
-                f"inputs of shape {tuple(raw.shape)} do not fit: expected 8x8 digit images, "
-                f"shaped (N, 8, 8) or (N, 64), pixel values 0-{MAX_VALUE:g}."
-            )
-        return torch.tensor(raw, dtype=torch.float32).unsqueeze(1) / MAX_VALUE
-
-    def read_inputs(self, path: str | Path) -> list[str]:
-        path = Path(path)
-        if not (path.is_dir() or path.suffix.lower() == ".png"):
-            return super().read_inputs(path)
-        files = sorted(path.glob("*.png")) if path.is_dir() else [path]
-        if not files:
-            raise ValueError(f"{path} holds no .png images.")
-        self.predict_set = TensorDataset(self.prepare(np.stack([read_png(file) for file in files])))
-        return [file.name for file in files]
-
-
-def read_png(path: Path) -> np.ndarray:
-    """A PNG as an 8x8 grayscale array in the digits' value range."""
-    with Image.open(path) as image:
-        gray = image.convert("L").resize((8, 8), Image.Resampling.BILINEAR)
-    return np.asarray(gray, dtype=np.float32) * (MAX_VALUE / 255.0)
+        self.root.parent.mkdir(parents=True, exist_ok=True)
+        # Written beside, then renamed: a run stopped halfway, or a second rank, finds all or nothing.
+        partial = Path(tempfile.mkdtemp(prefix=".digits-", dir=self.root.parent))
+        for number, (pixels, label) in enumerate(zip(digits.images, digits.target, strict=True)):
+            (partial / str(label)).mkdir(exist_ok=True)
+            ink = np.round(pixels * (255 / 16)).astype(np.uint8)  # values 0-16 as 0-255
+            Image.fromarray(ink, mode="L").save(partial / str(label) / f"{number:04d}.png")
+        try:
+            partial.rename(self.root)
+        except OSError:  # another process wrote it first
+            shutil.rmtree(partial)

@@ -1,4 +1,6 @@
-"""A small convolutional net for small square images."""
+"""A small convolutional net for images of any size."""
+
+from collections.abc import Sequence
 
 from torch import Tensor, nn
 
@@ -10,7 +12,7 @@ class SmallCNN(nn.Module):
     """
 
     def __init__(
-        self, in_channels: int = 1, num_classes: int = 10, width: int = 32, dropout: float = 0.2
+        self, input_shape: Sequence[int], num_classes: int, width: int = 32, dropout: float = 0.2
     ) -> None:
         super().__init__()
 
@@ -18,7 +20,7 @@ class SmallCNN(nn.Module):
             return nn.Sequential(nn.Conv2d(c_in, c_out, 3, padding=1), nn.BatchNorm2d(c_out), nn.ReLU())
 
         self.backbone = nn.Sequential(
-            block(in_channels, width),
+            block(input_shape[0], width),
             block(width, width),
             nn.MaxPool2d(2),
             block(width, 2 * width),

@@ -1,27 +1,33 @@
-"""A multilayer perceptron over flattened inputs."""
+"""A multilayer perceptron over flattened inputs: images, or rows of a table."""
 
+import math
 from collections.abc import Sequence
 
 from torch import Tensor, nn
 
 
 class MLP(nn.Module):
-    """Flatten, then Linear-ReLU-Dropout per hidden layer (the backbone), then a linear head."""
+    """Flatten, normalize, then Linear-ReLU-Dropout per hidden layer (the backbone), then a linear head.
+
+    The inputs are normalized by a BatchNorm without learned scale: table columns of any scale
+    train like pixels in [0, 1], and the statistics travel inside the weights.
+    """
 
     def __init__(
         self,
-        in_features: int = 64,
-        num_classes: int = 10,
+        input_shape: Sequence[int],
+        num_classes: int,
         hidden: Sequence[int] = (128, 64),
         dropout: float = 0.1,
     ) -> None:
         super().__init__()
-        layers: list[nn.Module] = [nn.Flatten()]
-        for width in hidden:
-            layers += [nn.Linear(in_features, width), nn.ReLU(), nn.Dropout(dropout)]
-            in_features = width
+        width = math.prod(input_shape)
+        layers: list[nn.Module] = [nn.Flatten(), nn.BatchNorm1d(width, affine=False)]
+        for size in hidden:
+            layers += [nn.Linear(width, size), nn.ReLU(), nn.Dropout(dropout)]
+            width = size
         self.backbone = nn.Sequential(*layers)
-        self.head = nn.Linear(in_features, num_classes)
+        self.head = nn.Linear(width, num_classes)
 
     def forward(self, x: Tensor) -> Tensor:
         return self.head(self.backbone(x))

@@ -1,1 +1,0 @@
-"""Callbacks that keep a run safe to stop and to continue."""

@@ -1,1 +1,0 @@
-"""LightningDataModules: each owns loading, splitting and batching of one dataset."""

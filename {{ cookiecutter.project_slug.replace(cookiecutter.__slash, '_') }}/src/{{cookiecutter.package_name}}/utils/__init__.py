@@ -1,1 +1,0 @@
-"""Small helpers for the entry points, one concern per module."""
