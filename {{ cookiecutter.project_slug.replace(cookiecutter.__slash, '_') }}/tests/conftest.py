@@ -1,89 +1,126 @@
-"""Shared helpers: compose configs like the command line does, and run the real scripts."""
+"""Shared helpers: compose configs as the command line does, run the real scripts, make small data."""
 
+import csv
+import json
 import os
 import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+import numpy as np
 import pytest
 from hydra import compose, initialize_config_module
 from omegaconf import DictConfig, open_dict
+from PIL import Image
 
-from {{ cookiecutter.package_name }}.utils.startup import prepare_hydra
+from {{ cookiecutter.package_name }}.utils.runs import register_resolvers
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG_MODULE = "{{ cookiecutter.package_name }}.configs"
-prepare_hydra()
+# A whole run in seconds: two epochs of four batches, CSV logs, no progress lines.
+QUICK = (
+    "trainer.max_epochs=2",
+    "trainer.limit_train_batches=4",
+    "trainer.limit_val_batches=2",
+    "trainer.limit_test_batches=2",
+    "logger=csv",
+    "callbacks.progress_bar=null",
+)
+register_resolvers()
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Under pytest-xdist (make test) the workers share the cores: cores/workers torch threads each.
-
-    Set before the test modules import torch; the scripts the tests run inherit it. Two workers
-    of two threads on two cores ran the fast tests 30 % slower than one process; of one thread,
-    30 % quicker.
-    """
+    """Under pytest-xdist (make test) the workers share the cores: one torch thread pool each."""
     if workers := int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0")):
         os.environ.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // workers)))
 
 
 def compose_config(name: str, run_dir: Path, overrides: Sequence[str] = ()) -> DictConfig:
-    """Compose `name` (train or eval) with overrides, writing into `run_dir` instead of logs/.
-
-    In-process runs log to CSV unless an override says otherwise: it is the quickest logger.
-    The command-line tests (run_script) use the project's default logger.
-    """
+    """Compose `name` (train, eval, predict, export) with overrides, writing into `run_dir`."""
     with initialize_config_module(config_module=CONFIG_MODULE, version_base="1.3"):
         quick = ["logger=csv"] if name in ("train", "eval") else []
         cfg = compose(config_name=name, overrides=[*quick, *overrides])
     with open_dict(cfg):
         cfg.paths.root_dir = str(run_dir)
         cfg.paths.output_dir = str(run_dir)
-        cfg.extras.print_config = False
+    run_dir.mkdir(parents=True, exist_ok=True)
     return cfg
 
 
 def run_script(
     script: str, *overrides: str, cwd: Path, timeout: float = 300, launcher: Sequence[str] = (), **env: str
 ) -> subprocess.CompletedProcess[str]:
-    """Run `python [launcher...] <script> overrides...` as a user would, logs under `cwd`.
+    """`python [launcher] <script> overrides...` as a user runs it, logs under `cwd`.
 
-    `launcher` goes between the interpreter and the script, e.g. torchrun's module and flags.
     `env` adds variables; an empty value removes one.
     """
     full_env = {
         **os.environ,
         # tests/ too, for the helpers a run under test loads (signal_helpers).
-        "PYTHONPATH": os.pathsep.join(
-            [str(ROOT / "src"), str(ROOT / "tests"), os.environ.get("PYTHONPATH", "")]
-        ),
+        "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT / "tests"), os.environ.get("PYTHONPATH", "")]),
         "PROJECT_ROOT": str(cwd),
-        # Tests never upload anything, whatever credentials the machine has.
-        "WANDB_MODE": "offline",
+        "WANDB_MODE": "offline",  # tests never upload, whatever credentials the machine has
         **env,
     }
-    # A test suite itself started under SLURM or torchrun must not hand its launcher to the run.
+    # A suite started under SLURM or torchrun must not hand its launcher to the runs.
     for key in ("HYDRA_FULL_ERROR", "RUN_NAME", "SLURM_JOB_ID", "TORCHELASTIC_RUN_ID", "RANK", "LOCAL_RANK"):
-        if key not in env:
-            full_env.pop(key, None)
-    for key in [key for key, value in env.items() if value == ""]:  # an empty value unsets
+        full_env.pop(key, None) if key not in env else None
+    for key in [key for key, value in env.items() if value == ""]:
         full_env.pop(key)
-    return subprocess.run(
-        [sys.executable, *launcher, str(ROOT / script), *overrides],
-        cwd=cwd,
-        env=full_env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
+    cwd.mkdir(parents=True, exist_ok=True)
+    command = [sys.executable, *launcher, str(ROOT / script), *overrides]
+    return subprocess.run(command, cwd=cwd, env=full_env, capture_output=True, text=True, timeout=timeout)
+
+
+def run_dirs(root: Path) -> list[Path]:
+    """The run directories (holding .hydra/) below `root`."""
+    return sorted(p.parent for p in root.glob("**/.hydra"))
+
+
+def metrics(run: Path) -> dict[str, float]:
+    return json.loads((run / "metrics.json").read_text())
+
+
+def write_image_folder(root: Path, classes: int = 3, size: int = 16, per_class: int = 40) -> Path:
+    """RGB PNGs in one sub-folder per class: each class its own colour and stripes, plus noise."""
+    rng = np.random.default_rng(0)
+    for label in range(classes):
+        (root / f"class_{label}").mkdir(parents=True)
+        for i in range(per_class):
+            pixels = rng.normal(60, 30, (size, size, 3))
+            pixels[:, :, label % 3] += 120
+            pixels[label::classes, :, :] += 50
+            image = Image.fromarray(pixels.clip(0, 255).astype(np.uint8), mode="RGB")
+            image.save(root / f"class_{label}" / f"{i:03d}.png")
+    return root
+
+
+def write_table(path: Path, features: int = 4, classes: int = 3, rows: int = 300) -> Path:
+    """A CSV file of numeric feature columns (on different scales) and a text label column."""
+    rng = np.random.default_rng(0)
+    centres = rng.normal(0, 3, (classes, features))
+    scales = 10.0 ** np.arange(features)
+    with path.open("w", newline="") as file:
+        writer = csv.writer(file)
+        writer.writerow([*(f"f{i}" for i in range(features)), "species"])
+        for row in range(rows):
+            label = row % classes
+            values = (centres[label] + rng.normal(0, 1, features)) * scales
+            writer.writerow([*(f"{v:.6g}" for v in values), f"kind_{label}"])
+    return path
 
 
 @pytest.fixture(scope="session")
 def trained_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, float]]:
-    """One short real training shared by the tests that need a trained model."""
+    """One short real training, shared by the tests that need a trained model."""
     from {{ cookiecutter.package_name }}.train import train
 
     run_dir = tmp_path_factory.mktemp("trained")
     cfg = compose_config("train", run_dir, ["trainer.max_epochs=4", "callbacks.progress_bar=null"])
     return run_dir, train(cfg)
+
+
+def best_checkpoint(run: Path) -> Path:
+    (best,) = run.glob("checkpoints/epoch_*.ckpt")
+    return best

@@ -1,58 +1,67 @@
-"""Test helpers the runs under test load as callbacks (`+callbacks.<name>._target_=signal_helpers...`)."""
+"""What the runs under test load to be stopped at a chosen moment, as a signal from outside would.
+
+Lightning callbacks: `+callbacks.signal._target_=signal_helpers.SendSignal +callbacks.signal.hook=<hook>`;
+a Hydra callback for the start-up, before any of the training code runs. Each fires once per run
+directory (a marker file there), so the resumed run is not stopped again.
+"""
 
 import os
 import signal
+import time
+from pathlib import Path
 from typing import Any
 
 import lightning as L
+from hydra.experimental.callback import Callback
 
 
-class SendSignalAt(L.Callback):
-    """Send `signal` to this process after training step `step`, as `kill` from outside would;
-    with `rank`, only in that rank's process."""
-
-    def __init__(self, step: int, signal: str = "SIGTERM", rank: int | None = None) -> None:
-        self.step = step
-        self.signal = signal
-        self.rank = rank
-
-    def on_train_batch_end(self, trainer: L.Trainer, *args: Any) -> None:
-        if trainer.global_step == self.step and self.rank in (None, trainer.global_rank):
-            os.kill(os.getpid(), getattr(signal, self.signal))
+def send_once(dirpath: str, name: str = "SIGTERM") -> None:
+    marker = Path(dirpath) / ".signal-sent"
+    if not marker.exists():
+        marker.write_text(name)
+        os.kill(os.getpid(), getattr(signal, name))
 
 
-def kill_during_save(name: str, nth: int) -> None:
-    """SIGKILL this process halfway through writing the `nth` checkpoint whose file name contains `name`."""
-    import io
+class SendSignal(L.Callback):
+    """Send `signal` when Lightning calls `hook` (at training step `step`, on rank `rank`, if given)."""
 
-    import torch
+    def __init__(
+        self, dirpath: str, hook: str, step: int | None = None, rank: int | None = None, signal: str = "SIGTERM"
+    ) -> None:
+        self.dirpath, self.hook, self.step, self.rank, self.signal = dirpath, hook, step, rank, signal
+        setattr(self, hook, self._fire)
 
-    real_save = torch.save
-    seen = 0
-
-    def save(obj: Any, f: Any, *args: Any, **kwargs: Any) -> None:
-        nonlocal seen
-        if name in str(getattr(f, "name", f)):
-            seen += 1
-            if seen == nth:
-                buffer = io.BytesIO()
-                real_save(obj, buffer, *args, **kwargs)
-                data = buffer.getvalue()
-                f.write(data[: len(data) // 2])
-                f.flush()
-                os.kill(os.getpid(), signal.SIGKILL)
-        real_save(obj, f, *args, **kwargs)
-
-    torch.save = save
+    def _fire(self, trainer: L.Trainer, *args: Any, **kwargs: Any) -> None:
+        if trainer.sanity_checking and self.hook != "on_sanity_check_start":
+            return
+        if self.step in (None, trainer.global_step) and self.rank in (None, trainer.global_rank):
+            send_once(self.dirpath, self.signal)
 
 
-if __name__ == "__main__":
-    # python -m signal_helpers <script> [overrides]: run the script, and kill it as
-    # KILL_DURING_SAVE=<name>:<n> says.
-    import runpy
-    import sys
+class KillAt(L.Callback):
+    """SIGKILL this process when Lightning calls `hook`: nothing is saved, as after a power cut."""
 
-    name, nth = os.environ["KILL_DURING_SAVE"].rsplit(":", 1)
-    kill_during_save(name, int(nth))
-    sys.argv = sys.argv[1:]
-    runpy.run_path(sys.argv[0], run_name="__main__")
+    def __init__(self, dirpath: str, hook: str) -> None:
+        self.dirpath = dirpath
+        setattr(self, hook, self._kill)
+
+    def _kill(self, *args: Any, **kwargs: Any) -> None:
+        send_once(self.dirpath, "SIGKILL")
+
+
+class Stall(L.Callback):
+    """Hang in the first training step (writing `.stalled` first), as a step stuck in I/O would."""
+
+    def __init__(self, dirpath: str) -> None:
+        self.dirpath = Path(dirpath)
+
+    def on_train_batch_start(self, *args: Any) -> None:
+        (self.dirpath / ".stalled").write_text("")
+        time.sleep(600)
+
+
+class SignalOnJobStart(Callback):
+    """A Hydra callback: SIGTERM as the job starts, before the training code has run."""
+
+    def on_job_start(self, config: Any, **kwargs: Any) -> None:
+        send_once(config.hydra.runtime.output_dir)

@@ -26,6 +26,7 @@ log = logging.getLogger(__name__)
 def train(cfg: DictConfig) -> dict[str, float]:
     """Fit the model, test its best checkpoint, write metrics.json; return the final metrics."""
     import lightning as L
+    from lightning.pytorch.utilities.exceptions import SIGTERMException
 
     from {{ cookiecutter.package_name }}.utils.checkpoints import checkpoint_to_continue, load_matching_weights
 
@@ -51,18 +52,23 @@ def train(cfg: DictConfig) -> dict[str, float]:
     if not loggers and (lr_monitors := [c for c in callbacks if type(c).__name__ == "LearningRateMonitor"]):
         log.info("No logger: the learning rate monitor is left out.")
         callbacks = [c for c in callbacks if c not in lr_monitors]
+    if not any(hasattr(c, "stop_here") for c in callbacks):  # nothing would stop the run on a signal
+        runs.catch_signals(note=False)
     trainer: L.Trainer = hydra.utils.instantiate(cfg.trainer, callbacks=callbacks, logger=loggers or False)
     for logger in trainer.loggers:
         logger.log_hyperparams(OmegaConf.to_container(cfg, resolve=True))
 
     metrics: dict[str, Any] = {}
-    if cfg.train:
-        trainer.fit(model, datamodule=datamodule, ckpt_path=checkpoint_to_continue(run, cfg.get("ckpt_path")))
-        metrics.update(trainer.callback_metrics)
-    if cfg.test:
-        best = getattr(trainer.checkpoint_callback, "best_model_path", "")
-        trainer.test(model, datamodule=datamodule, ckpt_path=best or None, verbose=False)
-        metrics.update(trainer.callback_metrics)
+    try:
+        if cfg.train:
+            trainer.fit(model, datamodule=datamodule, ckpt_path=checkpoint_to_continue(run, cfg.get("ckpt_path")))
+            metrics.update(trainer.callback_metrics)
+        if cfg.test:
+            best = getattr(trainer.checkpoint_callback, "best_model_path", "")
+            trainer.test(model, datamodule=datamodule, ckpt_path=best or None, verbose=False)
+            metrics.update(trainer.callback_metrics)
+    except SIGTERMException:  # Lightning's own stop (exit status 0), before callbacks/resumable.py took over
+        raise runs.Stopped(run) from None
     # Results only: the learning rate (lr-*) is a setting, and stays in the logs.
     metrics = {key: float(value) for key, value in sorted(metrics.items()) if not key.startswith("lr-")}
     if trainer.is_global_zero:

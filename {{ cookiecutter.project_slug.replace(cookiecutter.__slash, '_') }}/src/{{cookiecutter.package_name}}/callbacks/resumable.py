@@ -24,7 +24,7 @@ from lightning.pytorch.callbacks import Checkpoint
 from omegaconf import OmegaConf
 from torchmetrics import Metric
 
-from {{ cookiecutter.package_name }}.utils.runs import EXIT_CODE, Stopped, TrainingError, catch_signals, received
+from {{ cookiecutter.package_name }}.utils.runs import Stopped, TrainingError, catch_signals, received
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +47,7 @@ class Resumable(Checkpoint):
     def _distributed(self, trainer: L.Trainer) -> bool:
         return trainer.world_size > 1 and dist.is_available() and dist.is_initialized()
 
-    def _stop_here(self, trainer: L.Trainer, save: bool = False) -> None:
+    def stop_here(self, trainer: L.Trainer, save: bool = False) -> None:
         catch_signals()  # again: Lightning put its own SIGTERM handler in place when it started
         stop = torch.tensor(int(bool(received)))
         if self._distributed(trainer):
@@ -56,19 +56,17 @@ class Resumable(Checkpoint):
             return
         if save:
             trainer.save_checkpoint(self.path)
-        if trainer.is_global_zero:
-            log.warning(f"Stopped at step {trainer.global_step}: resumable, exit status {EXIT_CODE}.")
-            if "SIGUSR1" in received and os.environ.get("SLURM_JOB_ID"):  # the warning of a time limit
-                job = os.environ.get("SLURM_ARRAY_JOB_ID", os.environ["SLURM_JOB_ID"])
-                job += f"_{os.environ['SLURM_ARRAY_TASK_ID']}" if "SLURM_ARRAY_TASK_ID" in os.environ else ""
-                done = subprocess.run(["scontrol", "requeue", job], capture_output=True, text=True)
-                log.warning(f"scontrol requeue {job}: {done.stderr.strip() or 'the job will continue'}.")
-        raise Stopped
+        if trainer.is_global_zero and "SIGUSR1" in received and os.environ.get("SLURM_JOB_ID"):
+            job = os.environ.get("SLURM_ARRAY_JOB_ID", os.environ["SLURM_JOB_ID"])  # SLURM's time-limit warning
+            job += f"_{os.environ['SLURM_ARRAY_TASK_ID']}" if "SLURM_ARRAY_TASK_ID" in os.environ else ""
+            done = subprocess.run(["scontrol", "requeue", job], capture_output=True, text=True)
+            log.warning(f"scontrol requeue {job}: {done.stderr.strip() or 'the job will continue'}.")
+        raise Stopped(self.path.parent.parent, f" at step {trainer.global_step}")
 
     def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
         if self._distributed(trainer) and self._group is None:
             self._group = dist.new_group(backend="gloo")
-        self._stop_here(trainer)
+        self.stop_here(trainer)
 
     def teardown(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
         if self._group is not None:
@@ -76,10 +74,10 @@ class Resumable(Checkpoint):
             self._group = None
 
     def on_sanity_check_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        self._stop_here(trainer)
+        self.stop_here(trainer)
 
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        self._stop_here(trainer)
+        self.stop_here(trainer)
 
     def on_train_batch_end(
         self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any, batch_idx: int
@@ -93,10 +91,10 @@ class Resumable(Checkpoint):
             )
         # After an epoch's last batch come its validation and checkpoints: stop after those.
         if batch_idx + 1 < trainer.num_training_batches:
-            self._stop_here(trainer, save=True)
+            self.stop_here(trainer, save=True)
 
     def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        self._stop_here(trainer, save=True)
+        self.stop_here(trainer, save=True)
 
     def on_fit_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         # A run resumed after its last validation does not repeat it: its metrics are the checkpoint's.
@@ -104,7 +102,7 @@ class Resumable(Checkpoint):
             trainer.callback_metrics.setdefault(key, torch.tensor(value))
 
     def on_test_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, *args: Any) -> None:
-        self._stop_here(trainer)
+        self.stop_here(trainer)
 
     def on_save_checkpoint(self, trainer: L.Trainer, pl_module: L.LightningModule, checkpoint: dict) -> None:
         # In the middle of an epoch the metrics hold its sums so far, on each rank its own. Once the

@@ -45,8 +45,10 @@ class Stopped(SystemExit):
     """The run stopped on a signal and can continue: the launching process exits with EXIT_CODE,
     other ranks with 0 (Lightning's DDP launcher kills everything when a rank exits with an error)."""
 
-    def __init__(self) -> None:
+    def __init__(self, run: Path, where: str = "") -> None:
         super().__init__(EXIT_CODE if launched_as_rank_zero() else 0)
+        if launched_as_rank_zero():
+            log.warning(f"Stopped{where} (exit status {EXIT_CODE}). Continue with: python train.py resume={run}")
 
 
 def _note(signum: int, frame: Any) -> None:
@@ -56,11 +58,13 @@ def _note(signum: int, frame: Any) -> None:
     log.warning(f"Received {received[-1]}: stopping at the next safe point, to resume later.")
 
 
-def catch_signals() -> None:
-    """Note SIGTERM, SIGINT and SIGUSR1 (SLURM's warning) instead of dying on them."""
+def catch_signals(note: bool = True) -> None:
+    """Note SIGTERM, SIGINT and SIGUSR1 (SLURM's warning) instead of dying on them; or, with
+    `note` false (no callback would stop the run), let them act as usual again."""
     if threading.current_thread() is threading.main_thread():
-        for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1):
-            signal.signal(signum, _note)
+        for signum, usual in ((signal.SIGTERM, signal.SIG_DFL), (signal.SIGINT, signal.default_int_handler),
+                              (signal.SIGUSR1, signal.SIG_DFL)):
+            signal.signal(signum, _note if note else usual)
 
 
 def launched_as_rank_zero() -> bool:
