@@ -1,6 +1,4 @@
-"""Evaluate a checkpoint from a checkout: `python eval.py ckpt_path=PATH [overrides]`."""
-
-from {{ cookiecutter.package_name }}.eval import main
+from {{ cookiecutter.package_name }}.eval import evaluate
 
 if __name__ == "__main__":
-    main()
+    evaluate()

@@ -1,6 +1,4 @@
-"""Export from a checkout: `python export.py ckpt_path=PATH format=onnx|torchscript`."""
-
-from {{ cookiecutter.package_name }}.export import main
+from {{ cookiecutter.package_name }}.export import export
 
 if __name__ == "__main__":
-    main()
+    export()

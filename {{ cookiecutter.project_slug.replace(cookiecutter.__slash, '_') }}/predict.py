@@ -1,6 +1,4 @@
-"""Predict from a checkout: `python predict.py ckpt_path=PATH input=FILE_OR_FOLDER`."""
-
-from {{ cookiecutter.package_name }}.predict import main
+from {{ cookiecutter.package_name }}.predict import predict
 
 if __name__ == "__main__":
-    main()
+    predict()

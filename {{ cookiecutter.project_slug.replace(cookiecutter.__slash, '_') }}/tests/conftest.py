@@ -14,7 +14,7 @@ from hydra import compose, initialize_config_module
 from omegaconf import DictConfig, open_dict
 from PIL import Image
 
-from {{ cookiecutter.package_name }}.utils.runs import register_resolvers
+import {{ cookiecutter.package_name }}.utils.runs  # noqa: F401  (the configs' resolvers)
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG_MODULE = "{{ cookiecutter.package_name }}.configs"
@@ -27,7 +27,6 @@ QUICK = (
     "logger=csv",
     "callbacks.progress_bar=null",
 )
-register_resolvers()
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -58,7 +57,9 @@ def run_script(
     full_env = {
         **os.environ,
         # tests/ too, for the helpers a run under test loads (signal_helpers).
-        "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT / "tests"), os.environ.get("PYTHONPATH", "")]),
+        "PYTHONPATH": os.pathsep.join(
+            [str(ROOT / "src"), str(ROOT / "tests"), os.environ.get("PYTHONPATH", "")]
+        ),
         "PROJECT_ROOT": str(cwd),
         "WANDB_MODE": "offline",  # tests never upload, whatever credentials the machine has
         **env,

@@ -26,7 +26,12 @@ class SendSignal(L.Callback):
     """Send `signal` when Lightning calls `hook` (at training step `step`, on rank `rank`, if given)."""
 
     def __init__(
-        self, dirpath: str, hook: str, step: int | None = None, rank: int | None = None, signal: str = "SIGTERM"
+        self,
+        dirpath: str,
+        hook: str,
+        step: int | None = None,
+        rank: int | None = None,
+        signal: str = "SIGTERM",
     ) -> None:
         self.dirpath, self.hook, self.step, self.rank, self.signal = dirpath, hook, step, rank, signal
         setattr(self, hook, self._fire)

@@ -1,4 +1,4 @@
-"""Stop anywhere, resume exactly: a run stopped at any phase and resumed ends bit-equal to one never stopped."""
+"""Stop anywhere, resume exactly: a run stopped at any phase, then resumed, ends as one never stopped."""
 
 import os
 import signal
@@ -20,7 +20,10 @@ PHASES = {
     "start-up": (["+hydra.callbacks.signal._target_=signal_helpers.SignalOnJobStart"], EXIT_CODE),
     "setup": ([*SIGNAL.split(), "+callbacks.signal.hook=setup"], EXIT_CODE),
     "sanity check": ([*SIGNAL.split(), "+callbacks.signal.hook=on_sanity_check_start"], EXIT_CODE),
-    "training": ([*SIGNAL.split(), "+callbacks.signal.hook=on_train_batch_end", "+callbacks.signal.step=6"], EXIT_CODE),
+    "training": (
+        [*SIGNAL.split(), "+callbacks.signal.hook=on_train_batch_end", "+callbacks.signal.step=6"],
+        EXIT_CODE,
+    ),
     "validation": ([*SIGNAL.split(), "+callbacks.signal.hook=on_validation_batch_end"], EXIT_CODE),
     "checkpoint write": ([*SIGNAL.split(), "+callbacks.signal.hook=on_save_checkpoint"], EXIT_CODE),
     "between fit and test": ([*SIGNAL.split(), "+callbacks.signal.hook=on_fit_end"], EXIT_CODE),
@@ -50,7 +53,9 @@ def uninterrupted(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("phase", PHASES)
-def test_a_run_stopped_at_any_phase_resumes_to_the_same_end(phase: str, uninterrupted: Path, tmp_path: Path) -> None:
+def test_a_run_stopped_at_any_phase_resumes_to_the_same_end(
+    phase: str, uninterrupted: Path, tmp_path: Path
+) -> None:
     overrides, status = PHASES[phase]
     stopped = run_script("train.py", *QUICK, *overrides, cwd=tmp_path)
     assert stopped.returncode == status, stopped.stderr[-3000:]
@@ -69,8 +74,12 @@ def test_ddp_run_with_one_rank_signalled_stops_every_rank_and_resumes_to_the_sam
     reference = run_script("train.py", *ddp, cwd=tmp_path / "a", timeout=600)
     assert reference.returncode == 0, reference.stderr[-3000:]
     # Rank 1 alone, in the middle of the second epoch: alone it would wait for rank 0 forever.
-    only_rank_1 = [*SIGNAL.split(), "+callbacks.signal.hook=on_train_batch_end", "+callbacks.signal.step=6",
-                   "+callbacks.signal.rank=1"]
+    only_rank_1 = [
+        *SIGNAL.split(),
+        "+callbacks.signal.hook=on_train_batch_end",
+        "+callbacks.signal.step=6",
+        "+callbacks.signal.rank=1",
+    ]
     stopped = run_script("train.py", *ddp, *only_rank_1, cwd=tmp_path / "b", timeout=600)
     assert stopped.returncode == EXIT_CODE, stopped.stderr[-3000:]
     (run,) = run_dirs(tmp_path / "b" / "logs")
@@ -88,8 +97,11 @@ def test_a_kill_after_the_last_epoch_keeps_the_best_validation_accuracy(tmp_path
     assert reference.returncode == 0, reference.stderr[-3000:]
     best = metrics(run_dirs(tmp_path / "a" / "logs")[0])
     assert best["val/acc_best"] > best["val/acc"], "the last epoch should not be the best here"
-    kill = ["+callbacks.kill._target_=signal_helpers.KillAt", "+callbacks.kill.dirpath=${paths.output_dir}",
-            "+callbacks.kill.hook=on_train_end"]
+    kill = [
+        "+callbacks.kill._target_=signal_helpers.KillAt",
+        "+callbacks.kill.dirpath=${paths.output_dir}",
+        "+callbacks.kill.hook=on_train_end",
+    ]
     killed = run_script("train.py", *overrides, *kill, cwd=tmp_path / "b")
     assert killed.returncode == -signal.SIGKILL
     (run,) = run_dirs(tmp_path / "b" / "logs")
@@ -103,7 +115,9 @@ def test_a_second_ctrl_c_stops_at_once(tmp_path: Path) -> None:
     env = {**os.environ, "PYTHONPATH": f"{ROOT / 'src'}:{ROOT / 'tests'}", "PROJECT_ROOT": str(tmp_path)}
     stall = ["+callbacks.stall._target_=signal_helpers.Stall", "+callbacks.stall.dirpath=${paths.output_dir}"]
     command = [sys.executable, ROOT / "train.py", *QUICK, *stall]
-    process = subprocess.Popen(command, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    process = subprocess.Popen(
+        command, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     while not list(tmp_path.glob("logs/train/runs/*/.stalled")):  # stuck in a step: no safe point soon
         assert process.poll() is None
         time.sleep(0.2)

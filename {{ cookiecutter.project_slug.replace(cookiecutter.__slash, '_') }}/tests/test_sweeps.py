@@ -102,7 +102,7 @@ def test_agent_command_trains_with_the_sampled_values(path: Path, tmp_path: Path
     result = run_script(command[1], *command[2:], "debug=fdr", cwd=tmp_path, RUN_NAME="agent")
     assert result.returncode == 0, result.stderr[-3000:]
     run = tmp_path / "logs" / "debug" / "runs" / "agent"
-    resolved = json.loads((run / ".hydra" / "run_info.json").read_text())["config"]
+    resolved = yaml.safe_load((run / "config.yaml").read_text())
     choices = yaml.safe_load((run / ".hydra" / "hydra.yaml").read_text())["hydra"]["runtime"]["choices"]
     for key, value in values.items():
         if "/" in key:  # a config group

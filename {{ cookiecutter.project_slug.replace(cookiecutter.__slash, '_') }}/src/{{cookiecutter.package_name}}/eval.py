@@ -6,40 +6,52 @@ The checkpoint records its architecture and the data it was trained on: nothing 
 
 import logging
 from pathlib import Path
+from typing import Any
 
 import hydra
 from omegaconf import DictConfig
 
 from {{ cookiecutter.package_name }}.utils import config, runs
+from {{ cookiecutter.package_name }}.utils.runs import ConfigError, read_checkpoint
 
 log = logging.getLogger(__name__)
 
 
+def model_and_data(cfg: Any) -> tuple[Any, Any]:
+    """The checkpoint's model (on the CPU, for inference) and its DataModule: the data config the
+    checkpoint records, or `data=` from the command line where it fits the model."""
+    from {{ cookiecutter.package_name }}.models.classifier import Classifier
+
+    checkpoint = read_checkpoint(cfg.get("ckpt_path"))
+    model = Classifier.load_from_checkpoint(cfg.ckpt_path, map_location="cpu", weights_only=True).eval()
+    if not (data := cfg.get("data") or checkpoint.get("resumable", {}).get("data")):
+        raise ConfigError(f"ckpt_path={cfg.ckpt_path} records no data config: pass data=<option>.")
+    datamodule = hydra.utils.instantiate(data)
+    datamodule.prepare_data()
+    trained = (list(model.hparams.input_shape), model.hparams.num_classes)
+    if (given := (list(datamodule.input_shape), datamodule.num_classes)) != trained:
+        raise ConfigError(
+            f"The data does not fit the model: it has inputs of shape {given[0]} in {given[1]} classes; "
+            f"the checkpoint was trained on inputs of shape {trained[0]} in {trained[1]} classes."
+        )
+    return model, datamodule
+
+
+@hydra.main(version_base="1.3", config_path="configs", config_name="eval")
 def evaluate(cfg: DictConfig) -> dict[str, float]:
     """Test the checkpoint at `cfg.ckpt_path`, write metrics.json, return the metrics."""
-    from {{ cookiecutter.package_name }}.utils.checkpoints import model_and_data
-
     config.quiet_console()
+    config.save_config(cfg, Path(cfg.paths.output_dir))
     model, datamodule = model_and_data(cfg)
     loggers = [hydra.utils.instantiate(c) for c in (cfg.get("logger") or {}).values() if c]
     trainer = hydra.utils.instantiate(cfg.trainer, logger=loggers or False)
-    metrics = {k: float(v) for k, v in sorted(trainer.test(model, datamodule=datamodule, verbose=False)[0].items())}
+    results = trainer.test(model, datamodule=datamodule, verbose=False)[0]
+    metrics = {key: float(value) for key, value in sorted(results.items())}
     if trainer.is_global_zero:
         runs.write_json(Path(cfg.paths.output_dir) / "metrics.json", metrics)
         log.info("  ".join(f"{k} {v:.4f}" for k, v in metrics.items()))
     return metrics
 
 
-@hydra.main(version_base="1.3", config_path="configs", config_name="eval")
-def run_eval(cfg: DictConfig) -> None:
-    config.save_config(cfg, Path(cfg.paths.output_dir))
-    evaluate(cfg)
-
-
-def main() -> None:
-    runs.register_resolvers()
-    run_eval()
-
-
 if __name__ == "__main__":
-    main()
+    evaluate()

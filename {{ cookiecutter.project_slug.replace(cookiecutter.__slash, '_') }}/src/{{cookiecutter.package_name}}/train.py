@@ -1,14 +1,11 @@
-"""Training: `python train.py [overrides]` (or `python -m {{ cookiecutter.package_name }}.train`, or `{{ cookiecutter.project_slug }}-train`).
-
-Only Hydra loads before the command is checked: a typo, a value of the wrong type or a run in
-use answers at once. torch and Lightning load after.
-"""
+"""Training: `python train.py [overrides]`. Only Hydra loads before the command is checked: a typo, a
+value of the wrong type or a run in use answers at once; torch and Lightning load after."""
 
 import json
 import logging
 import math
 import shutil
-import warnings
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +15,6 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 
 from {{ cookiecutter.package_name }}.utils import config, runs
 from {{ cookiecutter.package_name }}.utils.multirun import multirun_job
-from {{ cookiecutter.package_name }}.utils.run_info import save_run_info
 
 log = logging.getLogger(__name__)
 
@@ -28,20 +24,14 @@ def train(cfg: DictConfig) -> dict[str, float]:
     import lightning as L
     from lightning.pytorch.utilities.exceptions import SIGTERMException
 
-    from {{ cookiecutter.package_name }}.utils.checkpoints import checkpoint_to_continue, load_matching_weights
-
     config.quiet_console()
     run = Path(cfg.paths.output_dir)
     if cfg.get("seed") is not None:
         L.seed_everything(cfg.seed, workers=True, verbose=False)
     datamodule: L.LightningDataModule = hydra.utils.instantiate(cfg.data)
     datamodule.prepare_data()  # the data decides the model's input shape and classes
-    model: L.LightningModule = hydra.utils.instantiate(
-        cfg.model,
-        num_classes=datamodule.num_classes,
-        input_shape=list(datamodule.input_shape),
-        class_names=datamodule.class_names,
-    )
+    shape = {"input_shape": list(datamodule.input_shape), "num_classes": datamodule.num_classes}
+    model: L.LightningModule = hydra.utils.instantiate(cfg.model, **shape, class_names=datamodule.class_names)
     if cfg.get("pretrained"):
         load_matching_weights(model.net, cfg.pretrained)
     log.info(f"{type(model.net).__name__}: {sum(p.numel() for p in model.parameters()):,} parameters.")
@@ -49,9 +39,9 @@ def train(cfg: DictConfig) -> dict[str, float]:
         model.compile(backend=cfg.compile.backend, mode=cfg.compile.mode)
     loggers = [hydra.utils.instantiate(c) for c in (cfg.get("logger") or {}).values() if c]
     callbacks = [hydra.utils.instantiate(c) for c in (cfg.get("callbacks") or {}).values() if c]
-    if not loggers and (lr_monitors := [c for c in callbacks if type(c).__name__ == "LearningRateMonitor"]):
+    if not loggers and any(type(c).__name__ == "LearningRateMonitor" for c in callbacks):
         log.info("No logger: the learning rate monitor is left out.")
-        callbacks = [c for c in callbacks if c not in lr_monitors]
+        callbacks = [c for c in callbacks if type(c).__name__ != "LearningRateMonitor"]
     if not any(hasattr(c, "stop_here") for c in callbacks):  # nothing would stop the run on a signal
         runs.catch_signals(note=False)
     trainer: L.Trainer = hydra.utils.instantiate(cfg.trainer, callbacks=callbacks, logger=loggers or False)
@@ -61,7 +51,8 @@ def train(cfg: DictConfig) -> dict[str, float]:
     metrics: dict[str, Any] = {}
     try:
         if cfg.train:
-            trainer.fit(model, datamodule=datamodule, ckpt_path=checkpoint_to_continue(run, cfg.get("ckpt_path")))
+            checkpoint = runs.checkpoint_to_continue(run, cfg.get("ckpt_path"))
+            trainer.fit(model, datamodule=datamodule, ckpt_path=checkpoint)
             metrics.update(trainer.callback_metrics)
         if cfg.test:
             best = getattr(trainer.checkpoint_callback, "best_model_path", "")
@@ -69,56 +60,63 @@ def train(cfg: DictConfig) -> dict[str, float]:
             metrics.update(trainer.callback_metrics)
     except SIGTERMException:  # Lightning's own stop (exit status 0), before callbacks/resumable.py took over
         raise runs.Stopped(run) from None
-    # Results only: the learning rate (lr-*) is a setting, and stays in the logs.
+    # Results only: the learning rate (lr-*) is a setting, and stays in the logs. JSON has no NaN: null.
     metrics = {key: float(value) for key, value in sorted(metrics.items()) if not key.startswith("lr-")}
+    for logger in trainer.loggers:  # end the logger's run (W&B): a multirun's next job starts its own
+        getattr(logger.experiment, "finish", lambda: None)()
     if trainer.is_global_zero:
-        runs.write_json(run / "metrics.json", {k: v if math.isfinite(v) else None for k, v in metrics.items()})
-        shown = "  ".join(f"{k} {v:.4f}" for k, v in metrics.items() if k.startswith("test/"))
-        log.info(f"{shown or 'Done'}. Results: {run / 'metrics.json'}")
+        finite = {key: value if math.isfinite(value) else None for key, value in metrics.items()}
+        runs.write_json(run / "metrics.json", finite)
+        log.info(f"{', '.join(f'{k} {v:.4f}' for k, v in metrics.items() if 'test/' in k)}: {run}")
     return metrics
+
+
+def load_matching_weights(net: Any, path: str) -> None:
+    """Start `net` from a checkpoint's weights where names and shapes match (fine-tuning)."""
+    state = runs.read_checkpoint(path, "pretrained")["state_dict"]
+    saved = {key.removeprefix("net."): value for key, value in state.items()}
+    own = net.state_dict()
+    fits = {k: v for k, v in saved.items() if k in own and v.shape == own[k].shape}
+    if not fits:
+        raise runs.ConfigError(f"pretrained={path!r}: no layer of that checkpoint fits this net.")
+    net.load_state_dict(fits, strict=False)
+    new = ", ".join(k for k in own if k not in fits)
+    log.info(f"Pretrained weights from {path}: {len(fits)} tensors loaded; new: {new or 'none'}.")
 
 
 @hydra.main(version_base="1.3", config_path="configs", config_name="train")
 def run_train(cfg: DictConfig) -> float | None:
-    """Check the command, choose or continue the run directory, train; return `optimized_metric`."""
+    """Start the run, or continue it with its own config (resume=); train; return `optimized_metric`."""
     run, given = Path(cfg.paths.output_dir), list(HydraConfig.get().overrides.task)
-    config.check_types(cfg, given)
-    if cfg.get("resume"):  # the run's own config, with what a resume may change
-        runs.find_run(str(Path(cfg.paths.log_dir) / cfg.task_name / "runs"), cfg.resume)
-        overrides = runs.resume_overrides(run, given)
-        cfg = hydra.compose("train", [o for o in overrides if not o.startswith("hydra")])
-        with open_dict(cfg):
-            cfg.resume = str(run)
-    if cfg.get("resume") and cfg.get("ckpt_path"):
-        raise runs.ConfigError("resume= continues a run; ckpt_path= starts a new one from a checkpoint: pass one.")
-    if runs.finished(run):
-        runs.say(f"{run} is finished (it has metrics.json): nothing to do.")
-        return json.loads((run / "metrics.json").read_text()).get(cfg.get("optimized_metric"))
-    fresh = HydraConfig.get().output_subdir is not None
-    runs.hold(run)
+    fresh = HydraConfig.get().output_subdir is not None  # this start made the directory
     try:
-        if runs.launched_as_rank_zero():
-            config.save_config(cfg, run)
-            if fresh:
-                save_run_info(cfg, run / ".hydra")
-        if cfg.extras.get("ignore_warnings"):
-            warnings.filterwarnings("ignore")
-        with multirun_job():
+        config.check_types(cfg, given)
+        if cfg.get("resume"):
+            if fresh:  # resume= named no run: a new directory was made for this error (utils/runs.py)
+                shutil.rmtree(run)
+                runs.find_run(str(Path(cfg.paths.log_dir) / cfg.task_name / "runs"), cfg.resume)
+            cfg = hydra.compose("train", [o for o in runs.resume_overrides(run, given) if o[:5] != "hydra"])
+            with open_dict(cfg):
+                cfg.resume = str(run)
+            if cfg.get("ckpt_path"):
+                raise runs.ConfigError("resume= continues a run, ckpt_path= starts one: pass one.")
+        if (run / "metrics.json").exists():  # said on the console, not in the run's log: it stays as it was
+            print(f"{run} is finished (it has metrics.json): nothing to do.", file=sys.stderr)
+            return json.loads((run / "metrics.json").read_text()).get(cfg.get("optimized_metric"))
+        with runs.held(run), multirun_job():
+            if runs.launched_as_rank_zero():
+                config.save_config(cfg, run, first_start=fresh)
             metrics = train(cfg)
-    except Exception as error:
-        # A start that failed before its first checkpoint leaves nothing behind.
+    except Exception as error:  # a new run that failed before its first checkpoint leaves nothing behind
         if fresh and not any(run.glob("checkpoints/*.ckpt")) and not isinstance(error, runs.TrainingError):
             shutil.rmtree(run, ignore_errors=True)
         raise
-    finally:
-        runs.release(run)
-    return metrics.get(cfg.get("optimized_metric")) if cfg.get("optimized_metric") else None
+    return metrics.get(cfg.optimized_metric) if cfg.get("optimized_metric") else None
 
 
 def main() -> None:
     """Note stop signals from the very start; then Hydra parses the command line."""
     runs.catch_signals()
-    runs.register_resolvers()
     run_train()
 
 

@@ -1,41 +1,63 @@
-"""Pictures instead of logs to read: the test confusion matrix and the learning curves, as PNG in
-the run directory whatever the logger (and to the loggers that take images)."""
+"""What a run shows you beyond its logger: one line per epoch off a terminal, and the test's
+confusion matrix and per-class table in the run directory."""
 
 import csv
+import logging
+import sys
 from pathlib import Path
 from typing import Any
 
 import lightning as L
-import torch
-from matplotlib.figure import Figure  # no pyplot: no display, no global state
+from lightning.pytorch.callbacks import ProgressBar, RichProgressBar
 from torchmetrics.classification import MulticlassConfusionMatrix
+
+log = logging.getLogger(__name__)
+
+
+def progress_bar() -> ProgressBar:  # Lightning's rich bar in a terminal; else (CI, SLURM files) EpochLines
+    return RichProgressBar() if sys.stdout.isatty() else EpochLines()
+
+
+class EpochLines(ProgressBar):
+    """One log line per epoch, nothing redrawn (a ProgressBar, so Lightning adds no bar of its own)."""
+
+    enabled = True
+
+    def disable(self) -> None:
+        self.enabled = False
+
+    def enable(self) -> None:
+        self.enabled = True
+
+    def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if self.enabled and trainer.is_global_zero:
+            metrics = self.get_metrics(trainer, pl_module).items()
+            shown = "  ".join(f"{k} {v:.4g}" for k, v in metrics if "/" in k)
+            log.info(f"epoch {trainer.current_epoch + 1}/{trainer.max_epochs}  {shown}")
 
 
 class TestReport(L.Callback):
-    """After testing: confusion_matrix.png and test_per_class.csv (precision, recall, F1, support)."""
+    """After testing: confusion_matrix.png (to the loggers too) and test_per_class.csv."""
 
     def __init__(self, dirpath: str) -> None:
-        self.dirpath = Path(dirpath)
-        self.matrix: MulticlassConfusionMatrix | None = None
+        self.dirpath, self.matrix = Path(dirpath), MulticlassConfusionMatrix(2)
 
     def on_test_epoch_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         self.matrix = MulticlassConfusionMatrix(pl_module.hparams.num_classes).to(pl_module.device)
 
-    def on_test_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, logits: Any, batch: Any, *_: Any) -> None:
+    def on_test_batch_end(self, trainer: L.Trainer, pl_module: Any, logits: Any, batch: Any, *_: Any) -> None:
         self.matrix.update(logits, batch[1])  # test_step returns the logits
 
     def on_test_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         counts = self.matrix.compute().cpu()  # summed over all devices
         if not trainer.is_global_zero:
             return
-        names = pl_module.class_names
-        hits, predicted, actual = counts.diag(), counts.sum(0), counts.sum(1)
-        precision, recall = hits / predicted.clamp(min=1), hits / actual.clamp(min=1)
+        names, hits, support = pl_module.class_names, counts.diag(), counts.sum(1)
+        precision, recall = hits / counts.sum(0).clamp(min=1), hits / support.clamp(min=1)
         f1 = 2 * precision * recall / (precision + recall).clamp(min=1e-12)
         with (self.dirpath / "test_per_class.csv").open("w", newline="") as file:
-            writer = csv.writer(file)
-            writer.writerow(["class", "precision", "recall", "f1", "support"])
-            writer.writerows(zip(names, precision.tolist(), recall.tolist(), f1.tolist(), actual.tolist(), strict=True))
+            rows = zip(names, precision.tolist(), recall.tolist(), f1.tolist(), support.tolist(), strict=True)
+            csv.writer(file).writerows([("class", "precision", "recall", "f1", "support"), *rows])
         fig, ax = self.matrix.plot(counts, labels=names)
         ax.set_title("test confusion matrix")
         fig.set_size_inches(1.5 + 0.5 * len(names), 1.2 + 0.5 * len(names))
@@ -47,41 +69,3 @@ class TestReport(L.Callback):
                 logger.experiment.add_figure("test/confusion_matrix", fig)
             elif hasattr(logger.experiment, "log_artifact"):  # MLflow
                 logger.experiment.log_artifact(logger.run_id, str(png))
-
-
-class LearningCurves(L.Callback):
-    """After fitting: learning_curves.png, every train/ and val/ metric by epoch. The history is in
-    the checkpoints: a resumed run draws all of it."""
-
-    def __init__(self, dirpath: str) -> None:
-        self.dirpath = Path(dirpath)
-        self.history: list[dict[str, float]] = []
-
-    def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        row = {k: float(v) for k, v in trainer.callback_metrics.items() if k.startswith(("train/", "val/"))}
-        self.history.append({"epoch": trainer.current_epoch, **row})
-
-    def state_dict(self) -> dict[str, Any]:
-        return {"history": self.history}
-
-    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        self.history = state_dict["history"]
-
-    def on_fit_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        if not (trainer.is_global_zero and self.history):
-            return
-        fig = Figure(figsize=(10, 4), layout="constrained")
-        names = sorted({k for row in self.history for k in row} - {"epoch"})
-        for ax, title, keys in zip(
-            fig.subplots(1, 2), ("loss", "metrics"), ([n for n in names if n.endswith("loss")],
-                                                      [n for n in names if not n.endswith("loss")]), strict=True
-        ):
-            for name in keys:
-                ax.plot(*zip(*[(r["epoch"], r[name]) for r in self.history if name in r], strict=True), ".-", label=name)
-            ax.set(xlabel="epoch", title=title)
-            ax.grid(alpha=0.3)
-            ax.legend(fontsize="small")
-        fig.savefig(self.dirpath / "learning_curves.png", dpi=100)
-
-
-__all__ = ["LearningCurves", "TestReport", "torch"]

@@ -20,7 +20,7 @@ class BlobsDataModule(CSVDataModule):
         num_classes: int = 4,
         noise: float = 1.0,
         data_seed: int = 0,
-        **options: int | float,
+        **options,
     ) -> None:
         super().__init__(path, target="label", **options)
         self.shape = (num_samples, num_features, num_classes)

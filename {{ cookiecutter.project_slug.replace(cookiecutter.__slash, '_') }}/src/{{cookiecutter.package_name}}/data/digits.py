@@ -11,21 +11,20 @@ from {{ cookiecutter.package_name }}.data.image_folder import ImageFolderDataMod
 
 
 class DigitsDataModule(ImageFolderDataModule):
-    """The digits, written once as PNG files in one folder per class, then read like any image
-    folder: the path your own images take (`data=image_folder data.root=<dir>`)."""
+    """The digits written once as PNG files, one folder per class, then read like your images are."""
 
-    def __init__(self, root: str, **options: int | float) -> None:
+    def __init__(self, root: str, **options) -> None:
         super().__init__(root, image_size=(8, 8), channels=1, **options)
 
     def prepare_data(self) -> None:
-        if self.root.is_dir():
-            return
         from sklearn.datasets import load_digits
 
-        digits = load_digits()
+        if self.root.is_dir():
+            return
         self.root.parent.mkdir(parents=True, exist_ok=True)
         # Written beside, then renamed: a run stopped halfway, or a second rank, finds all or nothing.
         partial = Path(tempfile.mkdtemp(prefix=".digits-", dir=self.root.parent))
+        digits = load_digits()
         for number, (pixels, label) in enumerate(zip(digits.images, digits.target, strict=True)):
             (partial / str(label)).mkdir(exist_ok=True)
             ink = np.round(pixels * (255 / 16)).astype(np.uint8)  # values 0-16 as 0-255

@@ -12,13 +12,9 @@ from torchmetrics.classification import MulticlassAccuracy, MulticlassF1Score
 
 
 class Classifier(L.LightningModule):
-    """Trains `net` to map inputs of `input_shape` to `num_classes` logits.
-
-    `net`, `optimizer` and `scheduler` are configs (dicts with a `_target_`) that this module
-    builds with Hydra, so a checkpoint holds plain data and describes itself:
-    `Classifier.load_from_checkpoint(path)` needs nothing else. `num_classes`, `input_shape`
-    and `class_names` come from the data (train.py passes the DataModule's).
-    """
+    """Trains `net` to map inputs of `input_shape` to `num_classes` logits. `net`, `optimizer` and
+    `scheduler` are configs (with a `_target_`) built here with Hydra: a checkpoint holds plain data
+    and describes itself, so `load_from_checkpoint(path)` needs nothing else."""
 
     def __init__(
         self,
@@ -30,14 +26,12 @@ class Classifier(L.LightningModule):
         class_names: Sequence[str] | None = None,
     ) -> None:
         super().__init__()
-        self.save_hyperparameters()
+        self.save_hyperparameters(logger=False)  # train.py logs the whole config
+        self.class_names = list(class_names or map(str, range(num_classes)))
         self.net = hydra.utils.instantiate(net, input_shape=input_shape, num_classes=num_classes)
         self.criterion = nn.CrossEntropyLoss()
         metrics = MetricCollection(
-            {
-                "acc": MulticlassAccuracy(num_classes, average="micro"),
-                "f1": MulticlassF1Score(num_classes, average="macro"),
-            }
+            {"acc": MulticlassAccuracy(num_classes, average="micro"), "f1": MulticlassF1Score(num_classes)}
         )
         self.train_metrics = metrics.clone(prefix="train/")
         self.val_metrics = metrics.clone(prefix="val/")
@@ -47,12 +41,7 @@ class Classifier(L.LightningModule):
         self.val_acc_best.persistent(True)  # in checkpoints: a resumed run remembers its best
 
     @property
-    def class_names(self) -> list[str]:
-        return list(self.hparams.class_names or map(str, range(self.hparams.num_classes)))
-
-    @property
-    def backbone(self) -> nn.Module:
-        """The net's feature extractor, which Lightning's BackboneFinetuning freezes and thaws."""
+    def backbone(self) -> nn.Module:  # what Lightning's BackboneFinetuning freezes and thaws
         return self.net.backbone
 
     def forward(self, x: Tensor) -> Tensor:
@@ -77,10 +66,9 @@ class Classifier(L.LightningModule):
         self.log_dict(self.val_metrics, on_step=False, on_epoch=True, prog_bar=True)
 
     def on_validation_epoch_end(self) -> None:
-        if self.trainer.sanity_checking:  # an untrained net's accuracy is no best
-            return
-        self.val_acc_best(self.val_metrics["acc"].compute())
-        self.log("val/acc_best", self.val_acc_best.compute(), prog_bar=True)
+        if not self.trainer.sanity_checking:  # an untrained net's accuracy is no best
+            self.val_acc_best(self.val_metrics["acc"].compute())
+            self.log("val/acc_best", self.val_acc_best.compute(), prog_bar=True)
 
     def test_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> Tensor:
         x, y = batch
@@ -96,8 +84,8 @@ class Classifier(L.LightningModule):
 
     def configure_optimizers(self) -> Any:
         # Frozen parameters (a fine-tuned backbone) join the optimizer when they are thawed.
-        trainable = [p for p in self.parameters() if p.requires_grad]
-        optimizer = hydra.utils.instantiate(self.hparams.optimizer, params=trainable)
+        params = [p for p in self.parameters() if p.requires_grad]
+        optimizer = hydra.utils.instantiate(self.hparams.optimizer, params=params)
         if not self.hparams.scheduler:
             return optimizer
         scheduler = hydra.utils.instantiate(self.hparams.scheduler, optimizer=optimizer)

@@ -1,7 +1,15 @@
-"""Checking the composed config before anything heavy loads, and a quiet, complete console."""
+"""The config, checked before anything heavy loads; what ran, recorded in its run directory."""
 
+import json
 import logging
+import os
+import platform
+import socket
+import subprocess
+import sys
 import warnings
+from datetime import datetime
+from importlib import metadata
 from pathlib import Path
 
 import hydra
@@ -15,51 +23,54 @@ TYPES = {bool: "true or false", int: "an integer", float: "a number"}
 
 
 def check_types(cfg: DictConfig, overrides: list[str]) -> None:
-    """Each value given on the command line has the type of the value it replaces: a ConfigError
-    names the first that does not (`trainer.max_epochs=abc`), before torch is even imported."""
+    """Each value on the command line has the type of the value it replaces, or a ConfigError names
+    it (`trainer.max_epochs=abc`) before torch is even imported."""
     parsed = [o for o in OverridesParser.create().parse_overrides(overrides) if not o.is_delete()]
-    groups = set(HydraConfig.get().runtime.choices)
+    groups = HydraConfig.get().runtime.choices  # config groups are not values, nor are Hydra's settings
     values = [o for o in parsed if o.key_or_group not in groups and not o.key_or_group.startswith("hydra")]
-    if not values:
-        return
-    defaults = hydra.compose(HydraConfig.get().job.config_name, [o.input_line for o in parsed if o not in values])
-    for override in values:
-        key = override.key_or_group
+    chosen = [o.input_line for o in parsed if o not in values]
+    defaults = hydra.compose(HydraConfig.get().job.config_name, chosen) if values else None
+    for key in [o.key_or_group for o in values]:
         default = OmegaConf.select(defaults, key, throw_on_resolution_failure=False)
         given = OmegaConf.select(cfg, key, throw_on_resolution_failure=False)
-        expected = next((t for t in TYPES if type(default) is t), None)  # bool before int: exact types
-        fits = expected is None or type(given) is expected or (expected is float and type(given) is int)
-        if not fits:
+        expected = next((t for t in TYPES if type(default) is t), None)  # exact types: a bool is no int
+        if not (expected is None or type(given) is expected or (expected is float and type(given) is int)):
             raise ConfigError(f"{key}={given!r}: expected {TYPES[expected]} (the default is {default!r}).")
 
 
 def quiet_console() -> None:
-    """Keep known upstream noise off the console, at its source; print each record once.
-
-    Call it where Lightning loads: `import lightning` gives itself a console handler, while Hydra
-    already prints and files every record.
-    """
+    """Keep known upstream noise off the console, at its source. Call it where Lightning loads: it
+    gives itself a console handler, and Hydra's already prints (and files) every record."""
     import lightning  # noqa: F401
 
     logging.getLogger("lightning").handlers.clear()
-    # An advertisement in every run ("Tip: ... try installing litlogger").
-    logging.getLogger("lightning.pytorch.utilities.rank_zero").addFilter(
-        lambda record: "litlogger" not in record.getMessage()
-    )
-    # torch 2.13 deprecates a pytree class that Lightning 2.6 still uses.
+    rank_zero = logging.getLogger("lightning.pytorch.utilities.rank_zero")
+    rank_zero.addFilter(lambda record: "litlogger" not in record.getMessage())  # an advertisement
+    # torch 2.13 deprecates what Lightning 2.6 and torchdata 0.11 still call.
     warnings.filterwarnings("ignore", message=r"`isinstance\(treespec, LeafSpec\)` is deprecated")
+    warnings.filterwarnings("ignore", message="'set_vital' is deprecated")
     # Lightning's hint on any machine with SLURM installed, when the run is not a SLURM job.
     warnings.filterwarnings("ignore", message=r"The `srun` command is available on your system")
-    # torch 2.13 deprecates a call that torchdata 0.11's StatefulDataLoader makes.
-    warnings.filterwarnings("ignore", message="'set_vital' is deprecated")
 
 
-def save_config(cfg: DictConfig, run: Path) -> None:
-    """The full resolved config as <run>/config.yaml, and on the console with extras.print_config."""
-    text = OmegaConf.to_yaml(cfg, resolve=True)
-    (run / "config.yaml").write_text(text)
-    if cfg.get("extras", {}).get("print_config"):
-        from rich.console import Console
-        from rich.syntax import Syntax
-
-        Console(soft_wrap=True).print(Syntax(text, "yaml"))
+def save_config(cfg: DictConfig, run: Path, first_start: bool = False) -> None:
+    """config.yaml, the resolved config; at a run's first start, .hydra/run_info.json: what ran, where."""
+    (run / "config.yaml").write_text(text := OmegaConf.to_yaml(cfg, resolve=True))
+    if cfg.extras.get("print_config"):
+        print(text)
+    if first_start:
+        git = ["git", "-C", str(Path(__file__).parent)]
+        try:
+            commit = subprocess.run([*git, "describe", "--always", "--dirty"], capture_output=True, text=True)
+        except OSError:  # no git on this machine
+            commit = None
+        info = {
+            "started": f"{datetime.now().astimezone()}",
+            "command": [sys.executable, *sys.argv],
+            "cwd": os.getcwd(),
+            "git": commit.stdout.strip() if commit and not commit.returncode else None,  # -dirty: changed
+            "python": sys.version,
+            "packages": {d.metadata["Name"]: d.version for d in metadata.distributions()},
+            "machine": f"{socket.gethostname()}, {platform.platform()}, {os.cpu_count()} CPUs",
+        }
+        (run / ".hydra" / "run_info.json").write_text(json.dumps(info, indent=2) + "\n")

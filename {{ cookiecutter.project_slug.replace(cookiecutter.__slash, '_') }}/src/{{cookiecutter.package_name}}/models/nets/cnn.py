@@ -5,20 +5,18 @@ from collections.abc import Sequence
 from torch import Tensor, nn
 
 
-class SmallCNN(nn.Module):
-    """Conv blocks (the backbone) and a linear head. Input (N, C, H, W), output logits.
+def block(c_in: int, c_out: int) -> nn.Sequential:
+    return nn.Sequential(nn.Conv2d(c_in, c_out, 3, padding=1), nn.BatchNorm2d(c_out), nn.ReLU())
 
-    `backbone` and `head` are named so fine-tuning can freeze one and replace the other.
-    """
+
+class SmallCNN(nn.Module):
+    """Conv blocks (the backbone), then a linear head: (N, C, H, W) in, logits out. `backbone` and
+    `head` are named so fine-tuning can freeze one and replace the other."""
 
     def __init__(
         self, input_shape: Sequence[int], num_classes: int, width: int = 32, dropout: float = 0.2
     ) -> None:
         super().__init__()
-
-        def block(c_in: int, c_out: int) -> nn.Sequential:
-            return nn.Sequential(nn.Conv2d(c_in, c_out, 3, padding=1), nn.BatchNorm2d(c_out), nn.ReLU())
-
         self.backbone = nn.Sequential(
             block(input_shape[0], width),
             block(width, width),

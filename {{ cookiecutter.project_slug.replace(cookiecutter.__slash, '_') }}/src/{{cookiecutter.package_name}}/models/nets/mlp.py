@@ -1,4 +1,4 @@
-"""A multilayer perceptron over flattened inputs: images, or rows of a table."""
+"""A multilayer perceptron over flattened inputs: images, or the rows of a table."""
 
 import math
 from collections.abc import Sequence
@@ -7,11 +7,8 @@ from torch import Tensor, nn
 
 
 class MLP(nn.Module):
-    """Flatten, normalize, then Linear-ReLU-Dropout per hidden layer (the backbone), then a linear head.
-
-    The inputs are normalized by a BatchNorm without learned scale: table columns of any scale
-    train like pixels in [0, 1], and the statistics travel inside the weights.
-    """
+    """Flatten and normalize (the statistics travel in the weights: table columns of any scale train
+    like pixels), Linear-ReLU-Dropout per hidden layer (the backbone), then a linear head."""
 
     def __init__(
         self,

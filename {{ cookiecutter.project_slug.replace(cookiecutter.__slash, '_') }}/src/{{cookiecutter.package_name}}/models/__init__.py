@@ -1,1 +1,0 @@
-"""LightningModules: loss, metrics and optimization. Architectures live in `nets/`."""

@@ -1,1 +1,0 @@
-"""Plain torch.nn.Modules. They know nothing of Lightning and are chosen by config."""

@@ -1,0 +1,132 @@
+"""The data path through the DataModule's public API: a DataModule of yours passes these too."""
+
+import itertools
+from pathlib import Path
+
+import hydra
+import pytest
+import torch
+from conftest import compose_config, write_image_folder, write_table
+
+
+def made(tmp_path: Path, data: str) -> object:
+    """A DataModule as train.py makes it: the project's default, or one of yours."""
+    overrides = {
+        "default": [],
+        "image_folder": ["data=image_folder", f"data.root={write_image_folder(tmp_path / 'images')}"],
+        "csv": ["data=csv", f"data.path={write_table(tmp_path / 'table.csv')}", "data.target=species"],
+    }[data]
+    datamodule = hydra.utils.instantiate(
+        compose_config("train", tmp_path, [*overrides, "data.batch_size=16"]).data
+    )
+    datamodule.prepare_data()
+    datamodule.setup("fit")
+    return datamodule
+
+
+def labels(loader: object) -> list[int]:
+    return [int(y) for _, batch in loader for y in batch]
+
+
+@pytest.fixture(params=["default", "image_folder", "csv"])
+def datamodule(request: pytest.FixtureRequest, tmp_path: Path) -> object:
+    return made(tmp_path, request.param)
+
+
+def test_batches_fit_the_model_s_input_shape_and_classes(datamodule: object) -> None:
+    x, y = next(iter(datamodule.train_dataloader()))
+    assert tuple(x.shape[1:]) == tuple(datamodule.input_shape) and x.dtype == torch.float32
+    assert len(datamodule.class_names) == datamodule.num_classes >= 2
+    assert int(y.min()) >= 0 and int(y.max()) < datamodule.num_classes
+
+
+def test_every_class_is_in_every_split(datamodule: object) -> None:
+    splits = [datamodule.train_dataloader(), datamodule.val_dataloader(), datamodule.test_dataloader()]
+    counts = [len(labels(loader)) for loader in splits]
+    assert counts[0] > counts[1] > 0 and counts[2] > 0
+    assert all(set(labels(loader)) == set(range(datamodule.num_classes)) for loader in splits)
+
+
+def samples(loader: object, epoch: int) -> list[tuple[float, ...]]:
+    if hasattr(loader.sampler, "set_epoch"):
+        loader.sampler.set_epoch(epoch)  # as Lightning does at each epoch's start
+    return [tuple(x.flatten().tolist()) for batch, _ in loader for x in batch]
+
+
+def test_each_epoch_serves_every_training_sample_once_in_a_new_order(datamodule: object) -> None:
+    loader = datamodule.train_dataloader()
+    first, second = samples(loader, 1), samples(loader, 2)
+    assert first != second and sorted(first) == sorted(second)
+
+
+def test_a_loader_restored_in_the_middle_of_an_epoch_serves_the_rest_of_it(datamodule: object) -> None:
+    loader = datamodule.train_dataloader()
+    epoch = samples(loader, 1)
+    stream = iter(loader)
+    head = [tuple(x.flatten().tolist()) for _ in range(2) for x in next(stream)[0]]
+    restored = datamodule.train_dataloader()
+    restored.load_state_dict(loader.state_dict())  # what a checkpoint holds
+    assert head + samples(restored, 1) == epoch
+
+
+def test_test_set_is_the_same_whatever_the_training_seed(tmp_path: Path) -> None:
+    sets = []
+    for seed in (1, 2):
+        cfg = compose_config("train", tmp_path, [f"seed={seed}"])
+        datamodule = hydra.utils.instantiate(cfg.data)
+        datamodule.prepare_data()
+        datamodule.setup("fit")
+        sets.append(torch.cat([x for x, _ in datamodule.test_dataloader()]))
+    assert torch.equal(*sets)
+
+
+def test_folds_are_disjoint_cover_the_data_outside_the_test_set_and_keep_it(tmp_path: Path) -> None:
+    folds = [made_fold(tmp_path, k) for k in range(5)]
+    vals = [set(f.splits["val"].indices) for f in folds]
+    assert all(a.isdisjoint(b) for a, b in itertools.combinations(vals, 2))
+    rest = set(folds[0].splits["train"].indices) | vals[0]
+    assert set().union(*vals) == rest
+    assert all(f.splits["test"].indices == folds[0].splits["test"].indices for f in folds)
+
+
+def made_fold(tmp_path: Path, fold: int) -> object:
+    datamodule = hydra.utils.instantiate(compose_config("train", tmp_path, [f"data.fold={fold}"]).data)
+    datamodule.prepare_data()
+    datamodule.setup("fit")
+    return datamodule
+
+
+@pytest.mark.parametrize(
+    ("files", "overrides", "message"),
+    [
+        ({}, ["data=image_folder", "data.root={tmp}/none"], "no such folder"),
+        (
+            {"one/a.png": b""},
+            ["data=image_folder", "data.root={tmp}"],
+            "has 1 class sub-folders: it needs 2 or more",
+        ),
+        ({"a/x.txt": b"", "b/y.txt": b""}, ["data=image_folder", "data.root={tmp}"], "no images"),
+        ({}, ["data=csv", "data.path={tmp}/none.csv", "data.target=y"], "no such file"),
+        (
+            {"t.csv": b"a,b\\n1,2\\n"},
+            ["data=csv", "data.path={tmp}/t.csv", "data.target=y"],
+            "no column 'y': it has ['a', 'b']",
+        ),
+        (
+            {"t.csv": b"a,y\\n1,x\\nz,w\\n"},
+            ["data=csv", "data.path={tmp}/t.csv", "data.target=y"],
+            "numbers in the columns ['a'] are expected",
+        ),
+    ],
+)
+def test_unusable_data_is_named(files: dict, overrides: list, message: str, tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    for name, content in files.items():
+        (data / name).parent.mkdir(parents=True, exist_ok=True)
+        (data / name).write_bytes(content.replace(b"\\n", b"\n"))
+    cfg = compose_config("train", tmp_path / "run", [o.format(tmp=data) for o in overrides])
+    datamodule = hydra.utils.instantiate(cfg.data)
+    with pytest.raises(ValueError, match=message.replace("[", r"\[").replace("]", r"\]")):
+        datamodule.prepare_data()
+        datamodule.setup("fit")
+        assert datamodule.input_shape

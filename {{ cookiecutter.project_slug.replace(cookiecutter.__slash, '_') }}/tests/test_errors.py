@@ -1,0 +1,83 @@
+"""Bad input gets one short message naming the value and what is accepted, before torch loads."""
+
+import re
+from pathlib import Path
+
+import hydra
+import pytest
+from conftest import compose_config, run_dirs, run_script
+from hydra.errors import InstantiationException
+
+
+def assert_clear_error(result, *expected: str) -> None:
+    lines = [line for line in result.stderr.splitlines() if line and not line.startswith("import time:")]
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert len(lines) <= 8, result.stderr
+    for text in expected:
+        assert text in result.stderr, result.stderr
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("trainer.max_epochs=abc", "trainer.max_epochs='abc': expected an integer"),
+        ("seed=abc", "seed='abc': expected an integer"),
+        ("data.batch_size=abc", "data.batch_size='abc': expected an integer"),
+        ("model.optimizer.lr=abc", "model.optimizer.lr='abc': expected a number"),
+        ("trainer.max_epochs=2.5", "trainer.max_epochs=2.5: expected an integer"),
+        ("train=maybe", "train='maybe': expected true or false"),
+    ],
+)
+def test_a_value_of_the_wrong_type_is_named_before_torch_loads(
+    override: str, message: str, tmp_path: Path
+) -> None:
+    result = run_script("train.py", override, cwd=tmp_path, PYTHONPROFILEIMPORTTIME="1")
+    assert_clear_error(result, message)
+    imported = {
+        line.rsplit("|", 1)[-1].strip() for line in result.stderr.splitlines() if "import time:" in line
+    }
+    assert "torch" not in imported and "lightning" not in imported
+    assert not run_dirs(tmp_path / "logs")
+
+
+def test_values_of_the_right_type_pass(tmp_path: Path) -> None:
+    cfg = compose_config("train", tmp_path, ["model.optimizer.lr=1", "seed=null", "trainer.devices=2"])
+    assert cfg.model.optimizer.lr == 1 and cfg.seed is None
+
+
+def test_unknown_group_option_lists_the_available_ones(tmp_path: Path) -> None:
+    result = run_script("train.py", "model/net=resnet9000", cwd=tmp_path)
+    assert "Traceback" not in result.stderr and result.returncode == 1
+    assert "model/net/resnet9000" in result.stderr and "Available options" in result.stderr
+
+
+def test_misspelled_key_is_named(tmp_path: Path) -> None:
+    result = run_script("train.py", "trainer.max_epoch=3", cwd=tmp_path)
+    assert "trainer.max_epoch" in result.stderr and result.returncode == 1
+
+
+@pytest.mark.parametrize("script", ["train.py", "eval.py", "export.py"])
+def test_missing_checkpoint_is_named(script: str, tmp_path: Path) -> None:
+    result = run_script(script, "ckpt_path=/no/such/model.ckpt", cwd=tmp_path)
+    assert_clear_error(result, "ckpt_path='/no/such/model.ckpt': no such checkpoint file")
+
+
+@pytest.mark.parametrize("script", ["eval.py", "predict.py", "export.py"])
+def test_no_checkpoint_says_what_to_pass(script: str, tmp_path: Path) -> None:
+    result = run_script(script, *(["input=."] if script == "predict.py" else []), cwd=tmp_path)
+    assert_clear_error(result, "ckpt_path is not set")
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("data.val_fraction=0.85", "data.val_fraction=0.85 and data.test_fraction=0.15"),
+        ("data.test_fraction=1.5", "data.test_fraction=1.5: each must be between 0 and 1"),
+        ("data.batch_size=0", "data.batch_size=0: must be a positive integer"),
+        ("data.fold=7", "data.fold=7: must be null or 0 to 4"),
+    ],
+)
+def test_impossible_data_settings_are_named(override: str, message: str, tmp_path: Path) -> None:
+    cfg = compose_config("train", tmp_path, [override])
+    with pytest.raises(InstantiationException, match=re.escape(message)):
+        hydra.utils.instantiate(cfg.data)

@@ -1,0 +1,29 @@
+"""eval.py: a checkpoint alone evaluates on the data it was trained on, as the training run tested it."""
+
+from pathlib import Path
+
+import pytest
+from conftest import best_checkpoint, compose_config, metrics, run_dirs, run_script
+
+from {{ cookiecutter.package_name }}.eval import evaluate
+
+
+def test_eval_reproduces_the_test_metrics_of_training(
+    trained_run: tuple[Path, dict[str, float]], tmp_path: Path
+) -> None:
+    run, trained = trained_run
+    result = evaluate(compose_config("eval", tmp_path, [f"ckpt_path={best_checkpoint(run)}"]))
+    for key in ("test/acc", "test/f1", "test/loss"):
+        assert result[key] == pytest.approx(trained[key], abs=1e-6)
+    assert metrics(tmp_path) == result
+
+
+@pytest.mark.slow
+def test_the_eval_command_writes_its_own_run(
+    trained_run: tuple[Path, dict[str, float]], tmp_path: Path
+) -> None:
+    run, trained = trained_run
+    result = run_script("eval.py", f"ckpt_path={best_checkpoint(run)}", "logger=csv", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    (eval_run,) = run_dirs(tmp_path / "logs" / "eval")
+    assert metrics(eval_run)["test/acc"] == pytest.approx(trained["test/acc"], abs=1e-6)

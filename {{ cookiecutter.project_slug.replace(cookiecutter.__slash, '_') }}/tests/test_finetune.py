@@ -1,0 +1,56 @@
+"""Fine-tuning: matching layers load from a checkpoint, the backbone thaws on schedule."""
+
+import re
+from pathlib import Path
+
+import lightning as L
+import pytest
+from conftest import best_checkpoint, compose_config, run_script
+
+from {{ cookiecutter.package_name }}.train import train
+
+
+class BackboneWatch(L.Callback):
+    """Records, at the start of each training epoch, whether the backbone is trainable."""
+
+    trainable: list[bool] = []
+
+    def on_train_epoch_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        BackboneWatch.trainable.append(all(p.requires_grad for p in pl_module.backbone.parameters()))
+
+
+@pytest.mark.slow
+def test_backbone_is_frozen_then_thawed_and_beats_training_from_scratch(
+    trained_run: tuple[Path, dict[str, float]], tmp_path: Path
+) -> None:
+    run_dir, scratch = trained_run  # 4 epochs from scratch
+    BackboneWatch.trainable = []
+    overrides = [
+        "experiment=finetune",
+        f"pretrained={best_checkpoint(run_dir)}",
+        "trainer.max_epochs=3",
+        "callbacks.backbone_finetuning.unfreeze_backbone_at_epoch=2",
+        "+callbacks.watch._target_=test_finetune.BackboneWatch",
+        "callbacks.progress_bar=null",
+    ]
+    metrics = train(compose_config("train", tmp_path, overrides))
+    assert BackboneWatch.trainable == [False, False, True]
+    # Three epochs from the checkpoint reach what four from scratch reached.
+    assert metrics["test/acc"] >= scratch["test/acc"] - 0.01
+
+
+def test_a_checkpoint_of_another_head_loads_its_backbone_and_says_so(
+    trained_run: tuple[Path, dict[str, float]], tmp_path: Path
+) -> None:
+    from conftest import write_image_folder
+
+    images = write_image_folder(tmp_path / "images", classes=3)  # 3 classes: another head
+    overrides = ["data=image_folder", f"data.root={images}", "debug=fdr"]
+    result = run_script("train.py", *overrides, f"pretrained={best_checkpoint(trained_run[0])}", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "tensors loaded" in result.stdout and re.search(r"new: .*head", result.stdout)
+
+
+def test_missing_pretrained_checkpoint_is_named(tmp_path: Path) -> None:
+    result = run_script("train.py", "pretrained=/no/such.ckpt", cwd=tmp_path)
+    assert result.returncode == 1 and "pretrained='/no/such.ckpt': no such checkpoint file" in result.stderr

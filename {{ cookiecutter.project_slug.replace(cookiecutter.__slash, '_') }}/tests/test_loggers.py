@@ -1,0 +1,113 @@
+"""Every logger config logs, offline, the metrics of metrics.json under the same names."""
+
+from pathlib import Path
+
+import pytest
+from conftest import ROOT, compose_config
+
+from {{ cookiecutter.package_name }}.train import train
+
+LOGGERS = sorted(p.stem for p in (ROOT / "src" / "{{ cookiecutter.package_name }}" / "configs" / "logger").glob("*.yaml"))
+SHORT = ["debug=limit", "trainer.max_epochs=1"]
+
+
+def wandb_records(path: Path) -> bytes:
+    """The records of a W&B offline run file, joined, without the file's framing.
+
+    The file is a LevelDB-style log: a 7-byte file header, then 32 KiB blocks of chunks, each
+    behind a 7-byte header (checksum, length, type); a record that does not fit in a block's
+    rest continues in the next block. The raw bytes would miss a key cut by a block boundary.
+    """
+    block, data, records, at = 32768, path.read_bytes(), bytearray(), 7
+    assert data[:4] == b":W&B", f"{path} is not a W&B run file"
+    while at + 7 <= len(data):
+        if (room := block - at % block) < 7:  # no room for a chunk header: zero padding
+            at += room
+            continue
+        length = int.from_bytes(data[at + 4 : at + 6], "little")
+        assert data[at + 6] in (1, 2, 3, 4), f"{path}: no chunk at byte {at}"  # full, first, middle, last
+        records += data[at + 7 : at + 7 + length]
+        at += 7 + length
+    return bytes(records)
+
+
+def logged_names(name: str, run_dir: Path, expected: set[str]) -> set[str]:
+    """The metric names one logger wrote, read back from its files."""
+    if name == "csv":
+        return set((run_dir / "csv" / "version_0" / "metrics.csv").read_text().splitlines()[0].split(","))
+    if name == "tensorboard":
+        from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+        events = EventAccumulator(str(run_dir / "tensorboard")).Reload()
+        return set(events.Tags()["scalars"])
+    if name == "wandb":
+        import wandb
+
+        # W&B's own process writes the run's file, and may still be writing it after the run
+        # has finished (seen under load: none of the keys there yet); a command's exit waits
+        # for it, and so does teardown here.
+        wandb.teardown()
+        # An offline run keeps its records in one binary file, where each logged key is stored
+        # as plain UTF-8 (W&B has no offline reader in Python).
+        (records,) = run_dir.glob("wandb/offline-run-*/run-*.wandb")
+        data = wandb_records(records)
+        media = run_dir.glob("wandb/offline-run-*/files/media")
+        assert [p for folder in media for p in folder.rglob("confusion_matrix*.png")]
+        return {key for key in expected if key.encode() in data}
+    if name == "mlflow":
+        from mlflow.tracking import MlflowClient
+
+        client = MlflowClient(tracking_uri=f"sqlite:///{run_dir / 'logs' / 'mlflow.db'}")
+        (run,) = client.search_runs([e.experiment_id for e in client.search_experiments()])
+        return set(run.data.metrics)
+    raise AssertionError(f"no check for logger {name}")
+
+
+def test_every_logger_at_once_logs_the_metrics_json_names(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    cfg = compose_config("train", tmp_path, [f"logger=[{','.join(LOGGERS)}]", *SHORT])
+    assert set(cfg.logger) == set(LOGGERS)
+    metrics = train(cfg)
+    for name in LOGGERS:
+        missing = metrics.keys() - logged_names(name, tmp_path, set(metrics))
+        assert not missing, f"{name} did not log {sorted(missing)}"
+    # The full resolved config, once, as hyperparameters.
+    hparams = (tmp_path / "csv" / "version_0" / "hparams.yaml").read_text()
+    for key in ("trainer:", "data:", "seed: 42", "tags:"):
+        assert key in hparams
+{%- if cookiecutter.__wandb == 'True' %}
+
+
+@pytest.mark.slow
+def test_without_credentials_wandb_logs_offline_and_a_resumed_run_continues_its_wandb_run(tmp_path: Path) -> None:
+    from conftest import QUICK, run_script
+
+    no_account = {"WANDB_MODE": "", "WANDB_API_KEY": "", "HOME": str(tmp_path)}  # no ~/.netrc either
+    stop = ["+callbacks.signal._target_=signal_helpers.SendSignal", "+callbacks.signal.dirpath=${paths.output_dir}",
+            "+callbacks.signal.hook=on_train_batch_end", "+callbacks.signal.step=2"]
+    result = run_script("train.py", *QUICK, "logger=wandb", *stop, cwd=tmp_path, RUN_NAME="no-account", **no_account)
+    assert result.returncode == 75, result.stderr[-3000:]
+    result = run_script("train.py", "resume=no-account", cwd=tmp_path, **no_account)
+    assert result.returncode == 0, result.stderr[-3000:]
+    starts = list((tmp_path / "logs" / "train" / "runs" / "no-account").glob("wandb/offline-run-*"))
+    assert len(starts) == 2 and len({start.name.rsplit("-", 1)[1] for start in starts}) == 1  # one W&B run id
+
+
+@pytest.mark.slow
+def test_multirun_gives_each_job_its_own_wandb_run_grouped_by_the_multirun(tmp_path: Path) -> None:
+    from conftest import run_script
+
+    # debug=limit, not fdr: a fast dev run replaces the loggers with a dummy.
+    jobs = ("-m", "seed=0,1", "debug=limit", "trainer.max_epochs=1", "logger=wandb", "callbacks.progress_bar=null")
+    result = run_script("train.py", *jobs, cwd=tmp_path, RUN_NAME="grouped")
+    assert result.returncode == 0, result.stderr[-3000:]
+    sweep = tmp_path / "logs" / "debug" / "multiruns" / "grouped"
+    runs = [list((sweep / str(job)).glob("wandb/offline-run-*")) for job in (0, 1)]
+    assert [len(found) for found in runs] == [1, 1]
+    # Each job ended its run before the next began, or the second would have continued the first.
+    assert runs[0][0].name.rsplit("-", 1)[1] != runs[1][0].name.rsplit("-", 1)[1]
+    for (found,) in runs:
+        assert b"grouped" in wandb_records(next(found.glob("run-*.wandb")))  # the W&B group
+{%- endif %}

@@ -1,0 +1,41 @@
+"""Each net fits any input shape and class count, and each net and experiment trains end to end."""
+
+from pathlib import Path
+
+import hydra
+import pytest
+import torch
+from conftest import compose_config
+from test_configs import options
+
+from {{ cookiecutter.package_name }}.train import train
+
+
+@pytest.mark.parametrize("net", options("model/net"))
+@pytest.mark.parametrize(("shape", "classes"), [((1, 8, 8), 10), ((3, 16, 16), 3), ((3, 28, 20), 2)])
+def test_net_maps_any_input_shape_to_logits(net: str, shape: tuple, classes: int, tmp_path: Path) -> None:
+    cfg = compose_config("train", tmp_path, [f"model/net={net}"])
+    model = hydra.utils.instantiate(cfg.model, num_classes=classes, input_shape=list(shape))
+    assert model(torch.rand(5, *shape)).shape == (5, classes)
+
+
+@pytest.mark.parametrize("net", options("model/net"))
+def test_fast_dev_run_of_each_net(net: str, tmp_path: Path) -> None:
+    metrics = train(compose_config("train", tmp_path, [f"model/net={net}", "debug=fdr"]))
+    assert {"train/loss", "test/acc"} <= metrics.keys()
+
+
+@pytest.mark.parametrize("experiment", options("experiment"))
+def test_fast_dev_run_of_each_experiment(experiment: str, tmp_path: Path) -> None:
+    metrics = train(compose_config("train", tmp_path, [f"experiment={experiment}", "debug=fdr"]))
+    assert {"train/loss", "test/acc"} <= metrics.keys()
+
+
+@pytest.mark.parametrize("debug", [o for o in options("debug") if o not in ("default", "overfit")])
+def test_each_debug_config_runs(debug: str, tmp_path: Path) -> None:
+    assert "test/acc" in train(compose_config("train", tmp_path, [f"debug={debug}", "logger=[]"]))
+
+
+def test_overfitting_one_batch_drives_the_loss_to_zero(tmp_path: Path) -> None:
+    metrics = train(compose_config("train", tmp_path, ["debug=overfit", "test=false"]))
+    assert metrics["train/loss"] < 0.1

@@ -1,0 +1,72 @@
+"""Your own data with configuration alone: a folder of images, a CSV table; then eval and predict on them."""
+
+import csv
+from pathlib import Path
+
+import pytest
+from conftest import metrics, run_dirs, run_script, write_image_folder, write_table
+
+EPOCHS = ("trainer.max_epochs=8", "data.batch_size=16", "logger=csv")
+
+
+def trained(tmp_path: Path, *data: str) -> Path:
+    result = run_script("train.py", *data, *EPOCHS, "model/net=mlp", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    (run,) = run_dirs(tmp_path / "logs" / "train")
+    return run
+
+
+def predictions(tmp_path: Path, checkpoint: Path, source: Path) -> list[dict[str, str]]:
+    result = run_script("predict.py", f"ckpt_path={checkpoint}", f"input={source}", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    (run,) = run_dirs(tmp_path / "logs" / "predict")
+    with (run / "predictions.csv").open() as file:
+        return list(csv.DictReader(file))
+
+
+@pytest.mark.slow
+def test_a_folder_of_images_unlike_the_digits_trains_evaluates_and_predicts(tmp_path: Path) -> None:
+    images = write_image_folder(tmp_path / "images", classes=3, size=16)  # RGB, 16x16, 3 classes
+    run = trained(tmp_path, "data=image_folder", f"data.root={images}")
+    assert metrics(run)["test/acc"] > 0.8  # chance is 1/3
+    checkpoint = run / "checkpoints" / "last.ckpt"
+    evaluated = run_script("eval.py", f"ckpt_path={checkpoint}", "logger=csv", cwd=tmp_path)
+    assert evaluated.returncode == 0, evaluated.stderr[-3000:]
+    (eval_run,) = run_dirs(tmp_path / "logs" / "eval")
+    assert metrics(eval_run)["test/acc"] > 0.8
+    rows = predictions(tmp_path, checkpoint, images / "class_2")
+    assert len(rows) == 40 and sum(row["class"] == "class_2" for row in rows) > 30
+    assert set(rows[0]) == {"input", "class", "probability", "p_class_0", "p_class_1", "p_class_2"}
+
+
+@pytest.mark.slow
+def test_a_csv_table_trains_evaluates_and_predicts(tmp_path: Path) -> None:
+    table = write_table(tmp_path / "table.csv", features=4, classes=3)
+    run = trained(tmp_path, "data=csv", f"data.path={table}", "data.target=species")
+    assert metrics(run)["test/acc"] > 0.8
+    checkpoint = run / "checkpoints" / "last.ckpt"
+    evaluated = run_script("eval.py", f"ckpt_path={checkpoint}", "logger=csv", cwd=tmp_path)
+    assert evaluated.returncode == 0, evaluated.stderr[-3000:]
+    rows = predictions(tmp_path, checkpoint, table)  # the label column is there too: ignored
+    with table.open() as file:
+        truth = [row["species"] for row in csv.DictReader(file)]
+    assert sum(row["class"] == label for row, label in zip(rows, truth, strict=True)) > 0.8 * len(truth)
+    # Data that does not fit the model: refused, naming both.
+    other = write_table(tmp_path / "other.csv", features=5, classes=3)
+    refused = run_script(
+        "eval.py",
+        f"ckpt_path={checkpoint}",
+        "data=csv",
+        f"data.path={other}",
+        "data.target=species",
+        cwd=tmp_path,
+    )
+    assert refused.returncode == 1
+    assert (
+        "inputs of shape [5] in 3 classes" in refused.stderr
+        and "inputs of shape [4] in 3 classes" in refused.stderr
+    )
+    nan = tmp_path / "nan.csv"
+    nan.write_text("f0,f1,f2,f3\n1,2,3,4\nnan,2,3,4\n")
+    refused = run_script("predict.py", f"ckpt_path={checkpoint}", f"input={nan}", cwd=tmp_path)
+    assert refused.returncode == 1 and "nan.csv:3 hold NaN or infinite values" in refused.stderr

@@ -1,0 +1,58 @@
+"""predict.py: images or table rows in, the model's classes and probabilities out."""
+
+import csv
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import best_checkpoint, compose_config
+
+from {{ cookiecutter.package_name }}.predict import predict
+from {{ cookiecutter.package_name }}.eval import model_and_data
+from {{ cookiecutter.package_name }}.utils.runs import ConfigError
+
+
+@pytest.fixture(scope="module")
+def checkpoint(trained_run: tuple[Path, dict[str, float]]) -> Path:
+    return best_checkpoint(trained_run[0])
+
+
+def run_predict(checkpoint: Path, source: Path, run_dir: Path) -> list[dict[str, str]]:
+    path = predict(compose_config("predict", run_dir, [f"ckpt_path={checkpoint}", f"input={source}"]))
+    with path.open() as file:
+        return list(csv.DictReader(file))
+
+
+def test_predictions_are_the_model_s_on_the_data_s_own_inputs(checkpoint: Path, tmp_path: Path) -> None:
+    model, datamodule = model_and_data(compose_config("predict", tmp_path, [f"ckpt_path={checkpoint}"]))
+    datamodule.setup("test")
+    x, _ = next(iter(datamodule.test_dataloader()))
+    with torch.no_grad():
+        expected = [model.class_names[i] for i in model(x).argmax(1).tolist()]
+{%- if cookiecutter.example == 'digits' %}
+    # The same images, as files: the DataModule's transform runs on them in predict.py too.
+    folder = tmp_path / "inputs"
+    folder.mkdir()
+    files = [datamodule.splits["test"].dataset.files[i] for i in datamodule.splits["test"].indices[: len(x)]]
+    for i, file in enumerate(files):
+        (folder / f"{i:03d}.png").write_bytes(file.read_bytes())
+    rows = run_predict(checkpoint, folder, tmp_path / "run")
+{%- else %}
+    # The same rows, as a CSV file: the DataModule's transform runs on them in predict.py too.
+    rows_in = [datamodule.rows[i] for i in datamodule.splits["test"].indices[: len(x)]]
+    source = tmp_path / "inputs.csv"
+    with source.open("w", newline="") as file:
+        writer = csv.DictWriter(file, fieldnames=list(rows_in[0]))
+        writer.writeheader()
+        writer.writerows(rows_in)
+    rows = run_predict(checkpoint, source, tmp_path / "run")
+{%- endif %}
+    assert [row["class"] for row in rows] == expected
+    assert all(abs(sum(float(row[f"p_{n}"]) for n in model.class_names) - 1) < 1e-4 for row in rows)
+
+
+def test_inputs_the_model_cannot_take_are_refused(checkpoint: Path, tmp_path: Path) -> None:
+    (tmp_path / "notes.txt").write_text("hello")
+    for source, message in ((tmp_path / "notes.txt", "accepts"), (tmp_path / "none", "no such file or folder")):
+        with pytest.raises(ConfigError, match=message):
+            run_predict(checkpoint, source, tmp_path / "run")

@@ -1,0 +1,173 @@
+"""A run directory never lies: resumed with its own config, one process at a time, nothing half-written."""
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import QUICK, ROOT, metrics, run_dirs, run_script
+
+from {{ cookiecutter.package_name }}.utils.runs import EXIT_CODE
+
+STOP_AT_STEP_2 = [
+    "+callbacks.signal._target_=signal_helpers.SendSignal",
+    "+callbacks.signal.dirpath=${paths.output_dir}",
+    "+callbacks.signal.hook=on_train_batch_end",
+    "+callbacks.signal.step=2",
+]
+
+
+def snapshot(run: Path) -> dict[str, tuple[int, int]]:
+    """Every file of a run, with its size and modification time."""
+    return {
+        str(p.relative_to(run)): (p.stat().st_size, p.stat().st_mtime_ns)
+        for p in run.rglob("*")
+        if p.is_file()
+    }
+
+
+@pytest.fixture
+def stopped(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A run with its own overrides, stopped by a signal in its first epoch."""
+    cwd = tmp_path_factory.mktemp("stopped")
+    result = run_script("train.py", *QUICK, "seed=3", "trainer.max_epochs=3", *STOP_AT_STEP_2, cwd=cwd)
+    assert result.returncode == EXIT_CODE, result.stderr[-3000:]
+    (run,) = run_dirs(cwd / "logs")
+    return run
+
+
+@pytest.mark.slow
+def test_resume_continues_with_the_run_s_own_config_and_may_extend_it(stopped: Path, tmp_path: Path) -> None:
+    before = snapshot(stopped)
+    changed = run_script("train.py", f"resume={stopped}", "seed=4", "model.optimizer.lr=0.1", cwd=tmp_path)
+    assert changed.returncode == 1
+    assert "seed=4 model.optimizer.lr=0.1" in changed.stderr and "trainer.max_epochs" in changed.stderr
+    assert snapshot(stopped) == before  # a refused resume changes nothing in the run
+    longer = run_script("train.py", f"resume={stopped}", "trainer.max_epochs=4", cwd=tmp_path)
+    assert longer.returncode == 0, longer.stderr[-3000:]
+    config = (stopped / "config.yaml").read_text()
+    assert "seed: 3\n" in config and "max_epochs: 4\n" in config
+    assert torch.load(stopped / "checkpoints" / "last.ckpt", weights_only=True)["epoch"] == 3  # four epochs
+    assert metrics(stopped)["test/acc"] > 0
+    # Finished: a second resume (a requeued job, say) does nothing and changes nothing.
+    before = snapshot(stopped)
+    again = run_script("train.py", f"resume={stopped}", cwd=tmp_path)
+    assert again.returncode == 0 and "nothing to do" in again.stderr
+    assert snapshot(stopped) == before
+
+
+def test_resume_of_a_run_in_use_is_refused_naming_the_holder(tmp_path: Path) -> None:
+    run = tmp_path / "logs" / "train" / "runs" / "busy"
+    (run / ".hydra").mkdir(parents=True)
+    (run / ".hydra" / "overrides.yaml").write_text("[]\n")
+    holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        lock = {"host": socket.gethostname(), "pid": holder.pid, "launch": "another", "since": "today"}
+        (run / ".lock").write_text(json.dumps(lock))
+        refused = run_script("train.py", "resume=busy", cwd=tmp_path)
+        assert refused.returncode == 1
+        assert f"in use by pid {holder.pid} on host {socket.gethostname()}" in refused.stderr
+        assert "no unfinished run" in run_script("train.py", "resume=latest", cwd=tmp_path).stderr
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+@pytest.mark.slow
+def test_latest_skips_a_held_run_and_a_stale_lock_is_taken_over(stopped: Path, tmp_path: Path) -> None:
+    runs = tmp_path / "logs" / "train" / "runs"
+    runs.mkdir(parents=True)
+    os.symlink(stopped, runs / "stopped")
+    newer = runs / "newer"
+    (newer / ".hydra").mkdir(parents=True)
+    holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    dead = subprocess.Popen([sys.executable, "-c", ""])
+    dead.wait()
+    try:
+        lock = {"host": socket.gethostname(), "pid": holder.pid, "launch": "another", "since": "today"}
+        (newer / ".lock").write_text(json.dumps(lock))
+        (stopped / ".lock").write_text(json.dumps({**lock, "pid": dead.pid}))  # its process died
+        result = run_script("train.py", "resume=latest", cwd=tmp_path)
+        assert result.returncode == 0, result.stderr[-3000:]
+        assert (stopped / "metrics.json").exists() and not (newer / "metrics.json").exists()
+        assert not (stopped / ".lock").exists()  # released at the end
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_resume_of_no_run_lists_the_runs_there_and_leaves_nothing(tmp_path: Path) -> None:
+    (tmp_path / "logs" / "train" / "runs" / "2026-01-01_00-00-00_000000" / ".hydra").mkdir(parents=True)
+    result = run_script("train.py", "resume=no-such-run", cwd=tmp_path)
+    assert result.returncode == 1
+    assert (
+        "resume='no-such-run': no such run" in result.stderr and "2026-01-01_00-00-00_000000" in result.stderr
+    )
+    assert [p.name for p in (tmp_path / "logs" / "train" / "runs").iterdir()] == [
+        "2026-01-01_00-00-00_000000"
+    ]
+
+
+def test_a_start_that_fails_leaves_no_run_directory(tmp_path: Path) -> None:
+    result = run_script("train.py", "data=image_folder", f"data.root={tmp_path / 'none'}", cwd=tmp_path)
+    assert result.returncode == 1
+    assert f"data.root='{tmp_path / 'none'}': no such folder" in result.stderr
+    assert not run_dirs(tmp_path / "logs")
+
+
+@pytest.mark.slow
+def test_resume_removes_partial_files_and_skips_an_unreadable_checkpoint(tmp_path: Path) -> None:
+    stopped = run_script("train.py", *QUICK, *STOP_AT_STEP_2, cwd=tmp_path)
+    assert stopped.returncode == EXIT_CODE, stopped.stderr[-3000:]
+    (run,) = run_dirs(tmp_path / "logs")
+    (run / ".metrics.json.tmp").write_text("{")  # left by a kill in the middle of a write
+    (run / "checkpoints" / "interrupted.ckpt").write_bytes(b"not a checkpoint")
+    resumed = run_script("train.py", f"resume={run}", cwd=tmp_path)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert "interrupted.ckpt' is not a readable checkpoint" in resumed.stdout
+    assert not (run / ".metrics.json.tmp").exists() and (run / "metrics.json").exists()
+
+
+@pytest.mark.parametrize("script", ["train.py", "eval.py", "predict.py", "export.py"])
+def test_a_corrupt_checkpoint_gets_the_same_message_everywhere(script: str, tmp_path: Path) -> None:
+    broken = tmp_path / "broken.ckpt"
+    broken.write_bytes(b"\x80\x02 truncated")
+    inputs = [f"input={tmp_path}"] if script == "predict.py" else []
+    result = run_script(script, f"ckpt_path={broken}", *inputs, cwd=tmp_path)
+    assert result.returncode == 1
+    assert f"ckpt_path='{broken}' is not a readable checkpoint" in result.stderr
+    assert "Traceback" not in result.stderr and "weights_only" not in result.stderr
+
+
+@pytest.mark.slow
+def test_a_non_finite_loss_stops_training_naming_the_step(tmp_path: Path) -> None:
+    result = run_script("train.py", *QUICK, "model.optimizer.lr=1e30", "model.scheduler=null", cwd=tmp_path)
+    assert result.returncode == 1
+    assert "The training loss is nan at step" in result.stderr or "The training loss is inf" in result.stderr
+    (run,) = run_dirs(tmp_path / "logs")  # kept: it says where training broke
+    assert not (run / "metrics.json").exists()
+
+
+def test_stop_signal_before_any_training_is_resumable_and_not_a_success(tmp_path: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": f"{ROOT / 'src'}:{ROOT / 'tests'}", "PROJECT_ROOT": str(tmp_path)}
+    process = subprocess.Popen(
+        [sys.executable, ROOT / "train.py", *QUICK],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    while not run_dirs(tmp_path / "logs"):  # started: Hydra has made the run directory
+        time.sleep(0.05)
+    process.send_signal(signal.SIGTERM)
+    output, _ = process.communicate(timeout=120)
+    assert process.returncode == EXIT_CODE, output[-3000:]
+    (run,) = run_dirs(tmp_path / "logs")
+    assert f"python train.py resume={run}" in output

@@ -1,0 +1,171 @@
+"""Scaling by configuration alone: devices, strategies and launchers, with one run directory."""
+
+import importlib.util
+import itertools
+import re
+from pathlib import Path
+
+import hydra
+import pytest
+import torch
+from conftest import QUICK, compose_config, metrics, run_dirs, run_script
+from test_configs import options
+
+from {{ cookiecutter.package_name }}.utils.runs import run_name
+
+ACCELERATOR = {"default": "auto", "cpu": "cpu", "gpu": "gpu", "mps": "mps"}
+PAIRS = list(itertools.product(options("trainer"), options("strategy")))
+
+
+def missing_hardware(accelerator: str, strategy: str) -> str | None:
+    gpu_only = ("fsdp", "deepspeed", "single_device")
+    if (accelerator == "gpu" or strategy in gpu_only) and not torch.cuda.is_available():
+        return "needs a CUDA GPU"
+    if accelerator == "mps" and not torch.backends.mps.is_available():
+        return "needs Apple MPS"
+    return None
+
+
+@pytest.mark.parametrize(("trainer", "strategy"), PAIRS, ids=[f"{t}-{s}" for t, s in PAIRS])
+def test_trainer_and_strategy_compose_into_a_trainer(trainer: str, strategy: str, tmp_path: Path) -> None:
+    cfg = compose_config("train", tmp_path, [f"trainer={trainer}", f"strategy={strategy}"])
+    assert cfg.trainer.accelerator == ACCELERATOR[trainer]
+    if strategy == "auto":
+        assert cfg.trainer.strategy == "auto"
+    else:
+        assert cfg.trainer.strategy._target_.startswith("lightning.pytorch.strategies.")
+    if strategy == "deepspeed" and importlib.util.find_spec("deepspeed") is None:
+        with pytest.raises(Exception, match=r"pip install -U deepspeed"):
+            hydra.utils.instantiate(cfg.trainer, logger=False, callbacks=[])
+        pytest.skip("deepspeed is not installed: its missing-package error checked only")
+    reason = missing_hardware(cfg.trainer.accelerator, strategy)
+    if reason:
+        pytest.skip(f"{reason}: composed and its Trainer arguments checked only")
+    made = hydra.utils.instantiate(cfg.trainer, logger=False, callbacks=[])
+    if strategy != "auto":
+        assert type(made.strategy).__name__ == cfg.trainer.strategy._target_.rsplit(".", 1)[1]
+
+
+def test_precision_and_compile_are_configuration(tmp_path: Path) -> None:
+    overrides = ["trainer.precision=bf16-mixed", "compile.enabled=true"]
+    cfg = compose_config("train", tmp_path, overrides)
+    assert hydra.utils.instantiate(cfg.trainer, logger=False, callbacks=[]).precision == "bf16-mixed"
+    assert cfg.compile.enabled
+
+
+@pytest.mark.slow
+def test_compiled_model_trains(tmp_path: Path) -> None:
+    from {{ cookiecutter.package_name }}.train import train
+
+    # The eager backend runs the torch.compile path without a C++ toolchain or minutes of compiling.
+    metrics = train(
+        compose_config("train", tmp_path, ["debug=fdr", "compile.enabled=true", "compile.backend=eager"])
+    )
+    assert "test/acc" in metrics
+
+
+def test_run_name_is_shared_by_the_ranks_of_a_launch(monkeypatch: pytest.MonkeyPatch) -> None:
+    for key in (
+        "RUN_NAME",
+        "SLURM_JOB_ID",
+        "SLURM_JOB_NAME",
+        "SLURM_ARRAY_TASK_ID",
+        "SLURM_STEP_ID",
+        "TORCHELASTIC_RUN_ID",
+    ):
+        monkeypatch.delenv(key, raising=False)
+    assert re.fullmatch(r"\d{4}-\d\d-\d\d_\d\d-\d\d-\d\d_\d{6}", run_name())
+    monkeypatch.setenv("TORCHELASTIC_RUN_ID", "5f3a")
+    assert run_name() == "torchrun-5f3a"
+    monkeypatch.setenv("SLURM_JOB_ID", "4242")
+    monkeypatch.setenv("SLURM_JOB_NAME", "train.sbatch")
+    assert run_name() == "slurm-4242"
+    monkeypatch.setenv("SLURM_ARRAY_TASK_ID", "3")
+    assert run_name() == "slurm-4242_3"
+    monkeypatch.setenv("SLURM_JOB_NAME", "interactive")  # salloc: not a batch job
+    assert run_name() == "torchrun-5f3a"
+    monkeypatch.setenv("RUN_NAME", "my-run")
+    assert run_name() == "my-run"
+
+
+@pytest.fixture(scope="module")
+def two_processes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, float]:
+    """A 2-process DDP run started by Lightning itself: the yardstick of the launchers below."""
+    cwd = tmp_path_factory.mktemp("ddp")
+    result = run_script("train.py", *DDP, cwd=cwd)
+    assert result.returncode == 0, result.stderr[-3000:]
+    (run,) = run_dirs(cwd / "logs")
+    return metrics(run)
+
+
+# Two ranks of 32: the same global batch as one process of 64; 3 epochs, to learn something.
+DDP = ("trainer.accelerator=cpu", "trainer.devices=2", "strategy=ddp", "data.batch_size=32", *QUICK[-2:])
+DDP += ("trainer.max_epochs=3",)
+
+
+@pytest.mark.slow
+def test_ddp_writes_one_run_directory_close_to_one_process(
+    two_processes: dict[str, float], tmp_path: Path
+) -> None:
+    one = run_script("train.py", "trainer.accelerator=cpu", *QUICK[-2:], "trainer.max_epochs=3", cwd=tmp_path)
+    assert one.returncode == 0, one.stderr[-3000:]
+    (run,) = run_dirs(tmp_path / "logs")
+    # The same global batch, another split of the samples between the ranks: close, not equal.
+    assert two_processes["test/acc"] == pytest.approx(metrics(run)["test/acc"], abs=0.05)
+
+
+@pytest.mark.slow
+def test_torchrun_writes_one_run_equal_to_lightning_s_own_ddp(
+    two_processes: dict[str, float], tmp_path: Path
+) -> None:
+    launcher = ["-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
+    result = run_script("train.py", *DDP, cwd=tmp_path, launcher=launcher)
+    assert result.returncode == 0, result.stderr[-3000:]
+    (run,) = run_dirs(tmp_path / "logs")
+    assert run.name.startswith("torchrun-") and metrics(run) == two_processes
+
+
+@pytest.mark.slow
+def test_multirun_with_ddp_writes_one_sweep_directory(tmp_path: Path) -> None:
+    result = run_script("train.py", "-m", *DDP[:4], *QUICK, "seed=1,2", cwd=tmp_path, RUN_NAME="sweep")
+    assert result.returncode == 0, result.stderr[-3000:]
+    sweep = tmp_path / "logs" / "train" / "multiruns" / "sweep"
+    assert sorted(p.relative_to(sweep).as_posix() for p in sweep.rglob("metrics.json")) == [
+        "0/metrics.json",
+        "1/metrics.json",
+    ]
+    assert not (tmp_path / "logs" / "train" / "runs").exists()
+
+
+@pytest.mark.slow
+def test_ddp_evaluation_equals_one_process(
+    trained_run: tuple[Path, dict[str, float]], tmp_path: Path
+) -> None:
+    from conftest import best_checkpoint
+
+    results = {}
+    for name, devices in (("one", ["trainer.devices=1"]), ("two", ["trainer.devices=2", "strategy=ddp"])):
+        ckpt = best_checkpoint(trained_run[0])
+        result = run_script(
+            "eval.py",
+            f"ckpt_path={ckpt}",
+            "trainer.accelerator=cpu",
+            *devices,
+            "logger=csv",
+            cwd=tmp_path / name,
+        )
+        assert result.returncode == 0, result.stderr[-3000:]
+        results[name] = metrics(run_dirs(tmp_path / name / "logs")[0])
+    # The test split has an even size, so two ranks see every sample exactly once.
+    for key in ("test/acc", "test/f1"):
+        assert results["two"][key] == pytest.approx(results["one"][key], abs=1e-6)
+    assert results["two"]["test/loss"] == pytest.approx(results["one"]["test/loss"], rel=1e-4)
+
+
+@pytest.mark.slow
+def test_slurm_job_id_names_the_run_directory(tmp_path: Path) -> None:
+    result = run_script(
+        "train.py", "debug=fdr", cwd=tmp_path, SLURM_JOB_ID="777", SLURM_JOB_NAME="train.sbatch"
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert (tmp_path / "logs" / "debug" / "runs" / "slurm-777" / "metrics.json").is_file()

@@ -1,0 +1,81 @@
+"""Training learns, leaves the run directory the README promises, and keeps the console short."""
+
+import csv
+import json
+import re
+from pathlib import Path
+
+import pytest
+from conftest import QUICK, ROOT, metrics, run_dirs, run_script
+
+METRIC_KEYS = {f"{stage}/{name}" for stage in ("train", "val", "test") for name in ("loss", "acc", "f1")}
+METRIC_KEYS.add("val/acc_best")
+# Known noise of the libraries underneath, which a run must not print.
+NOISE = ("litlogger", "anonymous setting", "LeafSpec", "srun", "set_vital", "Traceback", "Warning")
+
+
+def test_short_training_learns(trained_run: tuple[Path, dict[str, float]]) -> None:
+    _, result = trained_run
+    assert result["test/acc"] > 0.85  # chance is {{ '0.1' if cookiecutter.example == 'digits' else '0.25' }}
+    assert result["val/acc_best"] >= result["val/acc"] - 1e-6
+
+
+def test_run_directory_holds_checkpoints_metrics_and_pictures(trained_run: tuple[Path, dict[str, float]]) -> None:
+    run, result = trained_run
+    assert {p.name for p in (run / "checkpoints").glob("*.ckpt")} >= {"last.ckpt"}
+    assert len(list((run / "checkpoints").glob("epoch_*.ckpt"))) == 1  # the best
+    assert metrics(run).keys() >= METRIC_KEYS and metrics(run) == pytest.approx(result)
+    assert (run / "confusion_matrix.png").read_bytes().startswith(b"\x89PNG")
+    with (run / "test_per_class.csv").open() as file:
+        rows = list(csv.DictReader(file))
+    correct = sum(float(row["recall"]) * float(row["support"]) for row in rows)
+    assert correct / sum(float(row["support"]) for row in rows) == pytest.approx(result["test/acc"], abs=1e-6)
+    assert list(run.glob("csv/version_0/metrics.csv"))
+
+
+def test_a_command_line_run_is_quiet_and_its_directory_says_how_to_reproduce_it(tmp_path: Path) -> None:
+    overrides = ("trainer.max_epochs=3", "trainer.limit_train_batches=4", "trainer.limit_val_batches=2")
+    result = run_script("train.py", *overrides, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    (run,) = run_dirs(tmp_path / "logs")
+    console = result.stdout + result.stderr
+    # Not a terminal: one plain line per epoch, nothing redrawn, no known noise.
+    assert len(re.findall(r"epoch \d/3 ", console)) == 3
+    assert "\x1b[" not in console and "\r" not in console
+    assert not [word for word in NOISE if word in console], console
+    assert (run / "train.log").read_text().count("epoch 3/3") == 1
+    assert {"config.yaml", "overrides.yaml", "hydra.yaml", "run_info.json"} <= {p.name for p in (run / ".hydra").iterdir()}
+    assert "max_epochs: 3\n" in (run / "config.yaml").read_text()  # the full resolved config
+    info = json.loads((run / ".hydra" / "run_info.json").read_text())
+    assert info["command"][1:] == [str(ROOT / "train.py"), *overrides]
+    assert info["seed"] == 42 and "commit" in info["git"] and info["hostname"] and info["cpus"]
+    assert {"torch", "lightning", "hydra-core"} <= {name.lower() for name in info["packages"]}
+
+
+@pytest.mark.slow
+def test_the_default_run_reaches_its_target_accuracy_in_at_most_40_console_lines(tmp_path: Path) -> None:
+    """`python train.py` exactly as a user first runs it: default config and logger."""
+    result = run_script("train.py", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert len((result.stdout + result.stderr).splitlines()) <= 40, result.stdout + result.stderr
+    (run,) = run_dirs(tmp_path / "logs")
+    assert metrics(run).keys() >= METRIC_KEYS
+    assert metrics(run)["test/acc"] >= {{ '0.97' if cookiecutter.example == 'digits' else '0.9' }}
+
+
+@pytest.mark.parametrize("no_logger", ["logger=[]", "logger=null", "~logger"])
+def test_a_run_without_logger_leaves_out_what_needs_one(no_logger: str, tmp_path: Path) -> None:
+    result = run_script("train.py", *QUICK[:-2], no_logger, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.count("No logger: the learning rate monitor is left out.") == 1
+    (run,) = run_dirs(tmp_path / "logs")
+    assert metrics(run).keys() >= METRIC_KEYS
+
+
+def test_seed_zero_is_a_seed(tmp_path: Path) -> None:
+    from {{ cookiecutter.package_name }}.train import train
+
+    from conftest import compose_config
+
+    first = train(compose_config("train", tmp_path / "a", ["seed=0", *QUICK]))
+    assert first == train(compose_config("train", tmp_path / "b", ["seed=0", *QUICK]))
