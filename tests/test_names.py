@@ -80,6 +80,7 @@ def test_valid_answers_pass_the_hook() -> None:
         {"package_name": "import"},
         {"project_name": "3D Vision"},  # derives the package name 3d_vision
         {"project_slug": "bad/slug"},  # a path separator: still no folder left behind
+        {"project_name": ""},  # the folder name would be empty: cookiecutter's own "." error before the hook
     ],
     ids=lambda a: "-".join(f"{k}={v}" for k, v in a.items()),
 )
@@ -92,7 +93,8 @@ def test_generation_stops_and_leaves_nothing(bad_answers: dict[str, str], tmp_pa
     )
     assert result.returncode != 0
     assert "Cannot generate the project:" in result.stderr
-    assert any(value in result.stderr for value in bad_answers.values()) or "3d_vision" in result.stderr
+    named = [value or "project_name is empty" for value in bad_answers.values()]
+    assert any(value in result.stderr for value in named) or "3d_vision" in result.stderr
     assert list(out.iterdir()) == []
 
 

@@ -14,34 +14,25 @@ from lock import interpreter
 JINJA = re.compile(r"\{\{|\{%|%\}")
 
 COMMON = """
-.env.example .gitignore Makefile README.md constraints.txt eval.py export.py predict.py
-pyproject.toml train.py tests/conftest.py tests/test_predict.py tests/test_export.py
-tests/test_finetune.py tests/test_configs.py tests/test_errors.py tests/test_eval.py
-tests/test_models.py tests/test_train.py tests/test_scaling.py {pkg}/__init__.py {pkg}/train.py
-{pkg}/eval.py {pkg}/predict.py {pkg}/export.py {pkg}/data/__init__.py {pkg}/data/in_memory.py
-{pkg}/models/__init__.py {pkg}/models/classifier.py {pkg}/models/nets/__init__.py
-{pkg}/models/nets/mlp.py {pkg}/utils/__init__.py {pkg}/utils/checkpoints.py {pkg}/utils/errors.py
-{pkg}/utils/extras.py {pkg}/utils/instantiate.py {pkg}/utils/logging_setup.py {pkg}/utils/profiler.py
-{pkg}/utils/metrics_file.py {pkg}/utils/ddp_multirun.py {pkg}/utils/pretrained.py
-{pkg}/utils/resolvers.py {pkg}/utils/startup.py {cfg}/__init__.py {cfg}/train.yaml {cfg}/eval.yaml
-{cfg}/predict.yaml {cfg}/export.yaml {cfg}/callbacks/default.yaml
-{cfg}/callbacks/learning_rate_monitor.yaml {cfg}/callbacks/model_checkpoint.yaml
-{cfg}/callbacks/model_summary.yaml {cfg}/callbacks/none.yaml {cfg}/callbacks/progress_bar.yaml
-{cfg}/callbacks/last_checkpoint.yaml {cfg}/callbacks/stop_on_signal.yaml
-{cfg}/callbacks/stop_on_non_finite_loss.yaml {cfg}/callbacks/run_state.yaml
-{pkg}/callbacks/__init__.py {pkg}/callbacks/preemption.py {pkg}/callbacks/finite_loss.py
-{pkg}/callbacks/run_state.py {pkg}/data/batches.py {pkg}/utils/resume.py {pkg}/utils/run_info.py
-{pkg}/utils/atomic_checkpoint.py {pkg}/utils/csv_logger.py tests/test_resume.py tests/signal_helpers.py
-{pkg}/callbacks/progress.py {pkg}/utils/multirun_summary.py scripts/benchmark.py scripts/plain_train.py
-tests/test_loggers.py tests/test_benchmark.py
-tests/test_crossval.py tests/test_data.py {pkg}/callbacks/reports.py {cfg}/callbacks/reports.yaml
-{cfg}/debug/default.yaml {cfg}/debug/fdr.yaml {cfg}/debug/limit.yaml {cfg}/debug/overfit.yaml
-{cfg}/debug/profiler.yaml {cfg}/experiment/example.yaml {cfg}/experiment/finetune.yaml
-{cfg}/extras/default.yaml {cfg}/hydra/default.yaml {cfg}/logger/csv.yaml {cfg}/model/classifier.yaml
-{cfg}/model/net/mlp.yaml {cfg}/paths/default.yaml {cfg}/strategy/auto.yaml {cfg}/strategy/ddp.yaml
-{cfg}/strategy/ddp_find_unused_parameters.yaml {cfg}/strategy/ddp_spawn.yaml
-{cfg}/strategy/deepspeed.yaml {cfg}/strategy/fsdp.yaml {cfg}/strategy/single_device.yaml
-{cfg}/trainer/cpu.yaml {cfg}/trainer/default.yaml {cfg}/trainer/gpu.yaml {cfg}/trainer/mps.yaml
+.env.example .gitignore Makefile README.md constraints.txt eval.py export.py predict.py pyproject.toml
+train.py {pkg}/__init__.py {pkg}/train.py {pkg}/eval.py {pkg}/predict.py {pkg}/export.py
+{pkg}/callbacks/reports.py {pkg}/callbacks/resumable.py {pkg}/data/labelled.py {pkg}/data/csv_table.py
+{pkg}/data/image_folder.py {pkg}/models/classifier.py {pkg}/models/nets/mlp.py {pkg}/utils/config.py
+{pkg}/utils/multirun.py {pkg}/utils/runs.py {cfg}/__init__.py {cfg}/train.yaml {cfg}/eval.yaml
+{cfg}/predict.yaml {cfg}/export.yaml {cfg}/callbacks/default.yaml {cfg}/callbacks/last_checkpoint.yaml
+{cfg}/callbacks/learning_rate_monitor.yaml {cfg}/callbacks/model_checkpoint.yaml {cfg}/callbacks/none.yaml
+{cfg}/callbacks/progress_bar.yaml {cfg}/callbacks/reports.yaml {cfg}/callbacks/resumable.yaml
+{cfg}/data/_common.yaml {cfg}/data/csv.yaml {cfg}/data/image_folder.yaml {cfg}/debug/default.yaml
+{cfg}/debug/fdr.yaml {cfg}/debug/limit.yaml {cfg}/debug/overfit.yaml {cfg}/debug/profiler.yaml
+{cfg}/experiment/example.yaml {cfg}/experiment/finetune.yaml {cfg}/extras/default.yaml
+{cfg}/hydra/default.yaml {cfg}/logger/csv.yaml {cfg}/model/classifier.yaml {cfg}/model/net/mlp.yaml
+{cfg}/paths/default.yaml {cfg}/strategy/auto.yaml {cfg}/strategy/ddp.yaml
+{cfg}/strategy/ddp_find_unused_parameters.yaml {cfg}/strategy/ddp_spawn.yaml {cfg}/strategy/deepspeed.yaml
+{cfg}/strategy/fsdp.yaml {cfg}/strategy/single_device.yaml {cfg}/trainer/cpu.yaml {cfg}/trainer/default.yaml
+{cfg}/trainer/gpu.yaml {cfg}/trainer/mps.yaml tests/conftest.py tests/signal_helpers.py tests/test_configs.py
+tests/test_crossval.py tests/test_data.py tests/test_errors.py tests/test_eval.py tests/test_export.py
+tests/test_finetune.py tests/test_loggers.py tests/test_models.py tests/test_own_data.py tests/test_predict.py
+tests/test_resume.py tests/test_runs.py tests/test_scaling.py tests/test_train.py
 """
 
 
@@ -70,9 +61,9 @@ def expected_files(answers: dict) -> set[str]:
             f"{cfg}/model/net/cnn.yaml",
         }
     else:
-        files |= {f"{pkg}/data/synthetic.py", f"{cfg}/data/synthetic.yaml"}
+        files |= {f"{pkg}/data/blobs.py", f"{cfg}/data/blobs.yaml"}
     if has["wandb"]:
-        files |= {f"{cfg}/logger/wandb.yaml", f"{pkg}/utils/wandb_mode.py"}
+        files.add(f"{cfg}/logger/wandb.yaml")
     if has["tensorboard"]:
         files.add(f"{cfg}/logger/tensorboard.yaml")
     if has["mlflow"]:

@@ -1,0 +1,32 @@
+"""The default project stays a project a researcher reads in one sitting (DESIGN.md's budget)."""
+
+import re
+from pathlib import Path
+
+from conftest import run
+
+
+def lines(path: Path) -> int:
+    return len(path.read_text().splitlines())
+
+
+def test_the_default_project_has_at_most_1300_lines_of_python_outside_its_tests(default_project: Path) -> None:
+    code = [p for p in default_project.rglob("*.py") if "tests" not in p.relative_to(default_project).parts]
+    assert sum(map(lines, code)) <= 1300, sorted((lines(p), str(p.relative_to(default_project))) for p in code)
+
+
+def test_the_model_file_and_the_readme_fit_their_budget(default_project: Path) -> None:
+    assert lines(default_project / "src" / "my_project" / "models" / "classifier.py") <= 110
+    assert lines(default_project / "README.md") <= 200
+
+
+def test_a_training_run_imports_at_most_15_project_modules_of_1100_lines(default_project: Path, tmp_path: Path) -> None:
+    env = {"PYTHONPATH": str(default_project / "src"), "WANDB_MODE": "offline"}
+    result = run("python", "-X", "importtime", default_project / "train.py", "debug=fdr", cwd=tmp_path, **env)
+    assert result.returncode == 0, result.stderr[-3000:]
+    names = set(re.findall(r"\|\s+(my_project(?:\.\w+)*)\s*$", result.stderr, re.MULTILINE))
+    files = [default_project / "src" / (name.replace(".", "/") + ".py") for name in names]
+    files += [default_project / "src" / name.replace(".", "/") / "__init__.py" for name in names]
+    imported = [default_project / "train.py", *(f for f in files if f.is_file())]
+    assert len(imported) <= 15, imported
+    assert sum(map(lines, imported)) <= 1100, [(lines(f), f.name) for f in imported]
