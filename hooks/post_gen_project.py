@@ -35,6 +35,7 @@ def unwanted(answers: dict) -> list[str]:
         f"{configs}/hydra/sweeper": not optuna,
         f"{pkg}/utils/optuna_sweeper.py": not optuna,
         f"{pkg}/utils/optuna_settings.py": not optuna,
+        f"{pkg}/utils/optuna_results.py": not optuna,
         f"{pkg}/callbacks/optuna_pruning.py": not optuna,
         "src/hydra_plugins": not optuna,
         "tests/test_optuna.py": not optuna,

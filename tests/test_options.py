@@ -85,6 +85,7 @@ def expected_files(answers: dict) -> set[str]:
             f"{cfg}/hydra/sweeper/optuna.yaml",
             f"{pkg}/utils/optuna_sweeper.py",
             f"{pkg}/utils/optuna_settings.py",
+            f"{pkg}/utils/optuna_results.py",
             f"{pkg}/callbacks/optuna_pruning.py",
             "src/hydra_plugins/my_project_optuna.py",
             "tests/test_optuna.py",

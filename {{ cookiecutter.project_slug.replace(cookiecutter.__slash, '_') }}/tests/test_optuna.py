@@ -1,5 +1,5 @@
-"""Optuna searches (utils/optuna_sweeper.py) of tiny trials: pruning, a killed search continued by two
-workers at once, and each bad setting named before any trial."""
+"""Optuna searches (utils/optuna_sweeper.py) of tiny trials: pruning, the best trial as an experiment
+config, a killed search continued by two workers at once, and each bad setting named before any trial."""
 
 import json
 import os
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import optuna
 import pytest
-from conftest import ROOT, run_script
+from conftest import ROOT, compose_config, run_script
 
 from {{ cookiecutter.package_name }}.utils.errors import ConfigError
 from {{ cookiecutter.package_name }}.utils.optuna_settings import make, open_storage, search_space
@@ -53,7 +53,9 @@ def load(cwd: Path, study: str) -> optuna.Study:
     )
 
 
-def test_search_prunes_a_bad_region(tmp_path: Path) -> None:
+def test_search_prunes_a_bad_region_and_its_best_config_trains_to_the_best_value(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # Half the learning rates are far too small to learn: the median pruner stops those trials.
     space = ("model.optimizer.lr=choice(0.03, 0.0000001)", "model.net.dropout=interval(0.0, 0.2)")
     pruner = ("hydra.sweeper.pruner.n_startup_trials=2", "hydra.sweeper.pruner.n_warmup_steps=0")
@@ -72,6 +74,16 @@ def test_search_prunes_a_bad_region(tmp_path: Path) -> None:
             assert json.loads(marker.read_text())["epoch"] == trial.last_step < 1
     assert any(t.state.name == "PRUNED" and t.params["model.optimizer.lr"] == 1e-7 for t in study.trials)
     assert study.best_params["model.optimizer.lr"] == 0.03
+    for plot in ("optimization_history", "param_importances", "intermediate_values"):
+        assert (sweep / f"{plot}.png").stat().st_size > 0
+    assert "python train.py experiment=lr_best" in result.stderr + result.stdout
+
+    from {{ cookiecutter.package_name }}.train import train
+
+    # The search wrote configs/experiment/lr_best.yaml into the project root.
+    monkeypatch.setenv("PROJECT_ROOT", str(tmp_path))
+    metrics = train(compose_config("train", tmp_path / "best", ["experiment=lr_best"]))
+    assert metrics["val/acc_best"] == pytest.approx(study.best_value, abs=1e-6)
 
 
 def trials_run_by(log: Path) -> list[int]:

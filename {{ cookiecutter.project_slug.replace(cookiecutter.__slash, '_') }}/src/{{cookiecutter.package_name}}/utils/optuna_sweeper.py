@@ -23,6 +23,7 @@ from hydra.plugins.sweeper import Sweeper
 from omegaconf import DictConfig, OmegaConf
 
 from {{ cookiecutter.package_name }}.utils.errors import ConfigError
+from {{ cookiecutter.package_name }}.utils.optuna_results import report
 from {{ cookiecutter.package_name }}.utils.optuna_settings import make, open_storage, search_space
 
 log = logging.getLogger(__name__)
@@ -76,6 +77,7 @@ class OptunaSweeper(Sweeper):
         log.info(f"Study {study.study_name} in {url}: {self.n_trials} trials over {', '.join(space)}.")
         while trials := self._ask(study, space):
             self._run(study, trials, fixed, url)
+        report(study, self.config)
 
     def _check(self, space: dict[str, Any], fixed: list[str]) -> None:
         """Compose a trial's config with each option of the space: a key or option not there fails now."""
