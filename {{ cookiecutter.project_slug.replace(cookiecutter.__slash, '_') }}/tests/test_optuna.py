@@ -109,6 +109,22 @@ def test_killed_search_is_continued_by_two_workers_sharing_the_study(tmp_path: P
     assert sorted(first + second) == [n for n in states if n > 1]
 
 
+{%- if cookiecutter.slurm %}
+
+
+def test_submitit_launcher_runs_a_batch_of_trials_at_once(tmp_path: Path) -> None:
+    # submitit's local executor starts the jobs hydra/launcher=slurm submits to a cluster.
+    arguments = search("batch", 2, "hydra/launcher=submitit_local", "hydra.sweeper.n_jobs=2")
+    result = run_script("train.py", *arguments, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    runs = [sweep_dir(tmp_path, "batch") / str(number) for number in range(2)]
+    started = [(run / ".hydra" / "config.yaml").stat().st_mtime for run in runs]
+    ended = [(run / "metrics.json").stat().st_mtime for run in runs]
+    assert max(started) < min(ended)  # each trial in a job of its own, both at once
+    assert [t.state.name for t in load(tmp_path, "batch").trials] == ["COMPLETE", "COMPLETE"]
+{%- endif %}
+
+
 @pytest.mark.parametrize(
     ("override", "message"),
     [
