@@ -2,6 +2,7 @@
 config, a killed search continued by two workers at once, and each bad setting named before any trial."""
 
 import json
+import multiprocessing
 import os
 import re
 import subprocess
@@ -147,6 +148,20 @@ def test_bad_setting_is_named_before_any_trial_starts(override: str, message: st
     assert result.returncode == 1
     assert message in result.stderr and "Traceback" not in result.stderr, result.stderr
     assert not (tmp_path / "logs").exists()  # no trial, not even a study
+
+
+def opened(url: str) -> str:
+    try:
+        open_storage(url)
+        return "opened"
+    except ConfigError as error:
+        return str(error)
+
+
+def test_workers_creating_a_new_database_at_once_all_open_it(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'new.db'}"  # each creates its tables: without retrying, some fail
+    with multiprocessing.get_context("fork").Pool(4) as pool:
+        assert pool.map(opened, [url] * 4) == ["opened"] * 4
 
 
 def test_search_space_takes_hydras_sweep_grammar_and_names_what_it_cannot_search() -> None:

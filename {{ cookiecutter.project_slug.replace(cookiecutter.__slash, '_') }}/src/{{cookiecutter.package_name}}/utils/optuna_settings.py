@@ -4,6 +4,7 @@ A wrong setting gets one message naming it and what is accepted, before any tria
 trials' pruning callback opens the storage and makes the pruner with the same functions.
 """
 
+import time
 from pathlib import Path
 from typing import Any
 
@@ -49,7 +50,7 @@ def open_storage(url: str) -> Any:
 
     try:
         if "://" in url:
-            return optuna.storages.RDBStorage(url)
+            return database(url)
         Path(url).parent.mkdir(parents=True, exist_ok=True)
         return optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(url))
     except Exception as error:
@@ -59,6 +60,23 @@ def open_storage(url: str) -> Any:
             "server reachable (sqlite:///logs/optuna.db, postgresql://user:password@host/db), or the path "
             "of a journal file (logs/optuna.journal)."
         ) from None
+
+
+def database(url: str, attempts: int = 5) -> Any:
+    """Optuna's RDBStorage. Workers that start together on a new database all create its tables:
+    those that lose that race (a table or schema version already there) wait a second and open it."""
+    import optuna
+    from sqlalchemy.exc import IntegrityError
+
+    for attempt in range(attempts):
+        try:
+            return optuna.storages.RDBStorage(url)
+        except Exception as error:
+            if attempt + 1 == attempts or not (
+                isinstance(error, IntegrityError) or "already exists" in str(error)
+            ):
+                raise
+            time.sleep(1)
 
 
 def search_space(overrides: list[str]) -> tuple[dict[str, Any], list[str]]:
