@@ -72,9 +72,8 @@ def database(url: str, attempts: int = 5) -> Any:
         try:
             return optuna.storages.RDBStorage(url)
         except Exception as error:
-            if attempt + 1 == attempts or not (
-                isinstance(error, IntegrityError) or "already exists" in str(error)
-            ):
+            raced = isinstance(error, IntegrityError) or "already exists" in str(error)
+            if not raced or attempt + 1 == attempts:
                 raise
             time.sleep(1)
 

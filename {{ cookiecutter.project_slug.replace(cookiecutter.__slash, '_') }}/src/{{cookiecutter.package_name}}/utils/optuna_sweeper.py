@@ -126,12 +126,8 @@ class OptunaSweeper(Sweeper):
             trial.set_user_attr("heartbeat", time.time())
             jobs.append([*overrides, f"hydra.sweep.subdir={trial.number}"])
             if OmegaConf.select(self.config, PRUNING) is not None:  # which trial the run is, for its callback
-                identity = {
-                    "storage": quote(url),
-                    "study_name": quote(study.study_name),
-                    "trial": trial.number,
-                }
-                jobs[-1] += [f"{PRUNING}.{key}={value}" for key, value in identity.items()]
+                ids = {"storage": quote(url), "study_name": quote(study.study_name), "trial": trial.number}
+                jobs[-1] += [f"{PRUNING}.{key}={value}" for key, value in ids.items()]
         stop = threading.Event()
         threading.Thread(target=self._beat, args=(trials, stop), daemon=True).start()
         try:
