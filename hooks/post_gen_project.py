@@ -31,6 +31,12 @@ def unwanted(answers: dict) -> list[str]:
         "sweeps": not sweeps,
         "tests/test_sweeps.py": not sweeps,
         f"{configs}/hparams_search": not optuna,
+        f"{configs}/hydra/sweeper": not optuna,
+        f"{pkg}/utils/optuna_sweeper.py": not optuna,
+        f"{pkg}/utils/optuna_settings.py": not optuna,
+        f"{pkg}/utils/optuna_results.py": not optuna,
+        f"{pkg}/callbacks/optuna_pruning.py": not optuna,
+        "src/hydra_plugins": not optuna,
         "tests/test_optuna.py": not optuna,
         # Infrastructure.
         f"{configs}/hydra/launcher": not answers["slurm"],

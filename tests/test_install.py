@@ -4,27 +4,20 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from conftest import run
+from conftest import bake, run
+
+
+def build_wheel(project: Path, dist: Path) -> Path:
+    command = ("python", "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-w", dist, ".")
+    result = run(*command, cwd=project)
+    assert result.returncode == 0, result.stdout + result.stderr
+    (built,) = dist.glob("*.whl")
+    return built
 
 
 @pytest.fixture(scope="module")
 def wheel(default_project: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    dist = tmp_path_factory.mktemp("dist")
-    result = run(
-        "python",
-        "-m",
-        "pip",
-        "wheel",
-        "--no-deps",
-        "--no-build-isolation",
-        "-w",
-        dist,
-        ".",
-        cwd=default_project,
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
-    (built,) = dist.glob("*.whl")
-    return built
+    return build_wheel(default_project, tmp_path_factory.mktemp("dist"))
 
 
 def test_every_config_file_is_in_the_wheel(default_project: Path, wheel: Path) -> None:
@@ -58,3 +51,17 @@ def test_editable_install_runs_the_console_script(default_project: Path, tmp_pat
         assert list((tmp_path / "logs" / "debug" / "runs").glob("*/metrics.json"))
     finally:
         run("python", "-m", "pip", "uninstall", "-q", "-y", "my-project", cwd=tmp_path)
+
+
+def test_installed_optuna_project_finds_its_sweeper(tmp_path: Path) -> None:
+    """Hydra takes sweepers only from the hydra_plugins namespace: the wheel ships the project's there."""
+    wheel = build_wheel(bake(tmp_path / "baked", hparam_search="optuna"), tmp_path / "dist")
+    with zipfile.ZipFile(wheel) as archive:
+        assert "hydra_plugins/my_project_optuna.py" in archive.namelist()
+    site = tmp_path / "site"
+    result = run("python", "-m", "pip", "install", "--no-deps", "--target", site, wheel, cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    # The sweeper itself answers (a wrong pruner), from another directory, before any trial.
+    command = ("python", "-m", "my_project.train", "-m", "hparams_search=optuna", "hydra.sweeper.pruner=x")
+    result = run(*command, cwd=tmp_path, PYTHONPATH=str(site))
+    assert result.returncode == 1 and "hydra.sweeper.pruner=x: no such pruner" in result.stderr, result.stderr

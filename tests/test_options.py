@@ -71,7 +71,16 @@ def expected_files(answers: dict) -> set[str]:
     if has["sweeps"]:
         files |= {"sweeps/random.yaml", "sweeps/bayes.yaml", "sweeps/grid.yaml", "tests/test_sweeps.py"}
     if has["optuna"]:
-        files |= {f"{cfg}/hparams_search/optuna.yaml", "tests/test_optuna.py"}
+        files |= {
+            f"{cfg}/hparams_search/optuna.yaml",
+            f"{cfg}/hydra/sweeper/optuna.yaml",
+            f"{pkg}/utils/optuna_sweeper.py",
+            f"{pkg}/utils/optuna_settings.py",
+            f"{pkg}/utils/optuna_results.py",
+            f"{pkg}/callbacks/optuna_pruning.py",
+            "src/hydra_plugins/my_project_optuna.py",
+            "tests/test_optuna.py",
+        }
     if answers["slurm"]:
         files |= {f"{cfg}/hydra/launcher/slurm.yaml", "scripts/slurm/train.sbatch", "tests/test_slurm.py"}
     if answers["docker"]:
@@ -149,7 +158,7 @@ def test_answers_reach_pyproject(project: Path, answers: dict) -> None:
     assert ("wandb" in names) == has["wandb"]
     assert ("tensorboard" in names) == has["tensorboard"]
     assert ("mlflow-skinny" in names) == has["mlflow"]
-    assert ("hydra-optuna-sweeper" in names) == has["optuna"]
+    assert ("optuna" in names) == has["optuna"] and "hydra-optuna-sweeper" not in names
     assert ("hydra-submitit-launcher" in names) == answers["slurm"]
     assert (
         any(d.startswith("pre-commit") for d in meta["optional-dependencies"]["dev"]) == answers["pre_commit"]

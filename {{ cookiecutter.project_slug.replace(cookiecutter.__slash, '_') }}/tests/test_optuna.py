@@ -1,43 +1,187 @@
-"""Optuna through hydra-optuna-sweeper: a search in memory, and one stopped and continued from sqlite."""
+"""Optuna searches (utils/optuna_sweeper.py) of tiny trials: pruning, the best trial as an experiment
+config, a killed search continued by two workers at once, and each bad setting named before any trial."""
 
+import json
+import multiprocessing
+import os
+import re
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import optuna
 import pytest
-import yaml
-from conftest import run_script
+from conftest import ROOT, compose_config, run_script
 
-FAST = ("debug=fdr", "logger=csv")
+from {{ cookiecutter.package_name }}.utils.errors import ConfigError
+from {{ cookiecutter.package_name }}.utils.optuna_settings import make, open_storage, search_space
+
+# Tiny trials: 2 epochs of 3 batches, validated on 2, no test, nothing drawn.
+TINY = [
+    "debug=limit",
+    "trainer.max_epochs=2",
+    "test=false",
+    "logger=csv",
+    "data.batch_size=64",
+    "model/net=mlp",
+]
+TINY += ["callbacks.progress_bar=null", "callbacks.model_summary=null", "callbacks.learning_curves=null"]
 
 
-def search(cwd: Path, trials: int, *overrides: str, name: str):
-    return run_script(
-        "train.py", "-m", "hparams_search=optuna", f"hydra.sweeper.n_trials={trials}", *FAST, *overrides,
-        cwd=cwd, RUN_NAME=name,
-    )  # fmt: skip
+def search(study: str, trials: int, *overrides: str) -> list[str]:
+    """The arguments of `python train.py` for a search of `trials` tiny trials."""
+    study_settings = [f"hydra.sweeper.study_name={study}", f"hydra.sweeper.n_trials={trials}"]
+    return ["-m", "hparams_search=optuna", *study_settings, *TINY, *overrides]
 
 
-@pytest.mark.slow
-def test_search_returns_the_optimized_metric_of_each_trial(tmp_path: Path) -> None:
-    result = search(tmp_path, 3, name="memory")
+def start(cwd: Path, arguments: list[str], log: Path) -> subprocess.Popen:
+    """`python train.py <arguments>` in the background, as another terminal would start it."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "PROJECT_ROOT": str(cwd), "WANDB_MODE": "offline"}
+    with log.open("w") as out:
+        command = [sys.executable, str(ROOT / "train.py"), *arguments]
+        return subprocess.Popen(command, cwd=cwd, env=env, stdout=out, stderr=out)
+
+
+def sweep_dir(cwd: Path, study: str) -> Path:
+    return cwd / "logs" / "debug" / "multiruns" / study
+
+
+def load(cwd: Path, study: str) -> optuna.Study:
+    """The study from its default storage, the journal file in its sweep directory."""
+    return optuna.load_study(
+        study_name=study, storage=open_storage(str(sweep_dir(cwd, study) / "optuna.journal"))
+    )
+
+
+def test_search_prunes_a_bad_region_and_its_best_config_trains_to_the_best_value(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Half the learning rates are far too small to learn: the median pruner stops those trials.
+    space = ("model.optimizer.lr=choice(0.03, 0.0000001)", "model.net.dropout=interval(0.0, 0.2)")
+    pruner = ("hydra.sweeper.pruner.n_startup_trials=2", "hydra.sweeper.pruner.n_warmup_steps=0")
+    result = run_script(
+        "train.py", *search("lr", 8, *space, *pruner, "hydra.sweeper.sampler.seed=0"), cwd=tmp_path
+    )
     assert result.returncode == 0, result.stderr[-3000:]
-    sweep = tmp_path / "logs" / "debug" / "multiruns" / "memory"
-    best = yaml.safe_load((sweep / "optimization_results.yaml").read_text())
-    assert 0.0 <= best["best_value"] <= 1.0
-    # Continuous, integer and categorical parameters, config groups included, were searched.
-    searched = {"model.optimizer.lr", "trainer.max_epochs", "data.batch_size", "model/net"}
-    assert searched <= best["best_params"].keys()
-    assert len(list(sweep.glob("*/metrics.json"))) == 3
+    study, sweep = load(tmp_path, "lr"), sweep_dir(tmp_path, "lr")
+    states = {t.number: t.state.name for t in study.trials}
+    assert sorted(states) == list(range(8)) and set(states.values()) == {"COMPLETE", "PRUNED"}, states
+    for trial in study.trials:  # each trial is a finished run; a pruned one says so, and stopped early
+        assert (sweep / str(trial.number) / "metrics.json").is_file()
+        marker = sweep / str(trial.number) / "pruned.json"
+        assert marker.is_file() == (trial.state.name == "PRUNED")
+        if marker.is_file():
+            assert json.loads(marker.read_text())["epoch"] == trial.last_step < 1
+    assert any(t.state.name == "PRUNED" and t.params["model.optimizer.lr"] == 1e-7 for t in study.trials)
+    assert study.best_params["model.optimizer.lr"] == 0.03
+    for plot in ("optimization_history", "param_importances", "intermediate_values"):
+        assert (sweep / f"{plot}.png").stat().st_size > 0
+    assert "python train.py experiment=lr_best" in result.stderr + result.stdout
+
+    from {{ cookiecutter.package_name }}.train import train
+
+    # The search wrote configs/experiment/lr_best.yaml into the project root.
+    monkeypatch.setenv("PROJECT_ROOT", str(tmp_path))
+    metrics = train(compose_config("train", tmp_path / "best", ["experiment=lr_best"]))
+    assert metrics["val/acc_best"] == pytest.approx(study.best_value, abs=1e-6)
 
 
-@pytest.mark.slow
-def test_search_stopped_and_continued_from_sqlite(tmp_path: Path) -> None:
-    storage = f"sqlite:///{tmp_path / 'optuna.db'}"
-    shared = (f"hydra.sweeper.storage={storage}", "hydra.sweeper.study_name=continued")
-    for part in ("first", "second"):
-        result = search(tmp_path, 2, *shared, name=part)
-        assert result.returncode == 0, result.stderr[-3000:]
-    study = optuna.load_study(study_name="continued", storage=storage)
-    finished = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
-    assert len(finished) == 4
-    assert all(0.0 <= t.value <= 1.0 for t in finished)
+def trials_run_by(log: Path) -> list[int]:
+    """The trials a worker ran to their end, from its log."""
+    return [int(n) for n in re.findall(r"Trial (\d+) (?:complete|pruned)", log.read_text())]
+
+
+def test_killed_search_is_continued_by_two_workers_sharing_the_study(tmp_path: Path) -> None:
+    space = "model.optimizer.lr=interval(0.001, 0.03)"
+    arguments = search("shared", 3, "hydra.sweeper.heartbeat_interval=1", space)
+    killed = start(tmp_path, arguments, tmp_path / "killed.log")
+    while not (sweep_dir(tmp_path, "shared") / "1" / ".hydra").exists() and killed.poll() is None:
+        time.sleep(0.1)  # until trial 0 is done and trial 1 has started
+    killed.kill()  # SIGKILL: the worker cannot mark its trial failed itself
+    killed.wait()
+    logs = [tmp_path / f"worker{i}.log" for i in range(2)]
+    workers = [start(tmp_path, arguments, log) for log in logs]  # the same command, twice at once
+    assert [worker.wait(timeout=300) for worker in workers] == [0, 0], logs[0].read_text()[-3000:]
+    first, second = trials_run_by(logs[0]), trials_run_by(logs[1])
+    assert first and second and not set(first) & set(second), (first, second)  # no trial run twice
+    states = {t.number: t.state.name for t in load(tmp_path, "shared").trials}
+    assert states[1] == "FAIL" and list(states.values()).count("COMPLETE") == 3, states
+    assert sorted(first + second) == [n for n in states if n > 1]
+
+
+{%- if cookiecutter.slurm %}
+
+
+def test_submitit_launcher_runs_a_batch_of_trials_at_once(tmp_path: Path) -> None:
+    # submitit's local executor starts the jobs hydra/launcher=slurm submits to a cluster.
+    arguments = search("batch", 2, "hydra/launcher=submitit_local", "hydra.sweeper.n_jobs=2")
+    result = run_script("train.py", *arguments, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    runs = [sweep_dir(tmp_path, "batch") / str(number) for number in range(2)]
+    started = [(run / ".hydra" / "config.yaml").stat().st_mtime for run in runs]
+    ended = [(run / "metrics.json").stat().st_mtime for run in runs]
+    assert max(started) < min(ended)  # each trial in a job of its own, both at once
+    assert [t.state.name for t in load(tmp_path, "batch").trials] == ["COMPLETE", "COMPLETE"]
+{%- endif %}
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        (
+            "hydra.sweeper.storage=sqlite:////no/such/optuna.db",
+            "storage=sqlite:////no/such/optuna.db cannot be",
+        ),
+        ("hydra.sweeper.pruner=medain", "hydra.sweeper.pruner=medain: no such pruner. Accepted: median,"),
+        ("hydra.sweeper.sampler=tpee", "hydra.sweeper.sampler=tpee: no such sampler. Accepted: tpe,"),
+        (
+            "model.net.dropot=interval(0.0, 0.5)",
+            "does not fit the config: Could not override 'model.net.dropot'",
+        ),
+        ("model/net=choice(mlp, resnet)", "Could not find 'model/net/resnet'"),
+    ],
+    ids=["storage", "pruner", "sampler", "space_key", "space_option"],
+)
+def test_bad_setting_is_named_before_any_trial_starts(override: str, message: str, tmp_path: Path) -> None:
+    result = run_script("train.py", *search("bad", 2, override), cwd=tmp_path)
+    assert result.returncode == 1
+    assert message in result.stderr and "Traceback" not in result.stderr, result.stderr
+    assert not (tmp_path / "logs").exists()  # no trial, not even a study
+
+
+def opened(url: str) -> str:
+    try:
+        open_storage(url)
+        return "opened"
+    except ConfigError as error:
+        return str(error)
+
+
+def test_workers_creating_a_new_database_at_once_all_open_it(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'new.db'}"  # each creates its tables: without retrying, some fail
+    with multiprocessing.get_context("fork").Pool(4) as pool:
+        assert pool.map(opened, [url] * 4) == ["opened"] * 4
+
+
+def test_search_space_takes_hydras_sweep_grammar_and_names_what_it_cannot_search() -> None:
+    sweeps = [
+        "a=tag(log, interval(0.001, 0.1))",
+        "b=int(interval(1, 5))",
+        "c=range(0, 10, 5)",
+        "d=choice(x, y)",
+    ]
+    space, fixed = search_space([*sweeps, "e=1"])
+    assert space == {
+        "a": optuna.distributions.FloatDistribution(0.001, 0.1, log=True),
+        "b": optuna.distributions.IntDistribution(1, 5),
+        "c": optuna.distributions.IntDistribution(0, 5, step=5),
+        "d": optuna.distributions.CategoricalDistribution(["x", "y"]),
+    }
+    assert fixed == ["e=1"]
+    assert search_space(["a=interval(0, 1)", "a=0.5"]) == ({}, ["a=0.5"])  # a later value fixes a key
+    with pytest.raises(ConfigError, match=r"a=tag\(log, interval\(0.0, 1.0\)\) cannot be searched"):
+        search_space(["a=tag(log, interval(0.0, 1.0))"])
+    with pytest.raises(ConfigError, match="sampler: Error locating target 'optuna.samplers.TPE'"):
+        make("sampler", {"_target_": "optuna.samplers.TPE"})
+    assert isinstance(make("pruner", None), optuna.pruners.NopPruner)

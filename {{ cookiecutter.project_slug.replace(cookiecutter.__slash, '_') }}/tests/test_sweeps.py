@@ -93,6 +93,53 @@ def test_sweep_file_is_valid_and_its_parameters_are_config_keys(path: Path, tmp_
     compose_config("train", tmp_path, overrides)  # every key exists and every value fits
 
 
+{%- if cookiecutter.__optuna == 'True' %}
+
+
+def optuna_search() -> tuple[dict[str, Any], dict[str, Any]]:
+    """The Optuna search's sweeper settings, and what its space varies, as Optuna distributions."""
+    from {{ cookiecutter.package_name }}.utils.optuna_settings import search_space
+
+    path = ROOT / "src" / "{{ cookiecutter.package_name }}" / "configs" / "hparams_search" / "optuna.yaml"
+    config = yaml.safe_load(path.read_text())
+    sweeper = {**config["hydra"]["sweeper"], "optimized_metric": config["optimized_metric"]}
+    space = search_space([f"{key}={value}" for key, value in sweeper["params"].items()])[0]
+    return sweeper, {key: d for key, d in space.items() if len(getattr(d, "choices", "ab")) > 1}
+
+
+def as_optuna(spec: dict[str, Any]) -> Any:
+    """A W&B sweep parameter as the Optuna distribution it stands for."""
+    from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
+
+    if "values" in spec:
+        return CategoricalDistribution(spec["values"])
+    low, high = spec["min"], spec["max"]
+    if spec["distribution"] == "int_uniform":
+        return IntDistribution(low, high)
+    return FloatDistribution(low, high, log=spec["distribution"] == "log_uniform_values")
+
+
+@pytest.mark.parametrize("path", SWEEPS, ids=lambda p: p.stem)
+def test_sweep_searches_the_space_and_metric_of_the_optuna_search(path: Path) -> None:
+    config, (sweeper, space) = sweep(path), optuna_search()
+    assert config["metric"] == {"name": sweeper["optimized_metric"], "goal": sweeper["direction"]}
+    # What varies: a single value (W&B's run group in random.yaml, the only net) is a setting.
+    varied = {name: spec for name, spec in config["parameters"].items() if len(spec.get("values", "ab")) > 1}
+    if config["method"] != "grid":
+        assert {name: as_optuna(spec) for name, spec in varied.items()} == space
+    else:  # points of the same space
+        for name, spec in varied.items():
+            known = space[name]
+            inside = [
+                v in known.choices if hasattr(known, "choices") else known.low <= v <= known.high
+                for v in spec["values"]
+            ]
+            assert all(inside), name
+    if stop := config.get("early_terminate"):  # W&B's counterpart of the Optuna pruner, on the same metric
+        assert stop["type"] == "hyperband" and sweeper["pruner"]
+{%- endif %}
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("path", SWEEPS, ids=lambda p: p.stem)
 def test_agent_command_trains_with_the_sampled_values(path: Path, tmp_path: Path) -> None:

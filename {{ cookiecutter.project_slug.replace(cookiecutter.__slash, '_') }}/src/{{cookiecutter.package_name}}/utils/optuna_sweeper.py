@@ -1,0 +1,168 @@
+"""Optuna (>= 4) searches for `python train.py -m hparams_search=optuna`: hydra-optuna-sweeper pins optuna<3.
+
+Each trial is one job of the multirun, in <sweep dir>/<trial number>/, launched n_jobs at a time
+through the configured launcher (SLURM's runs a batch in parallel). The study lives in `storage`:
+workers started with the same storage and study_name share it, and a stopped search continues with
+the same command, running only the trials still missing. Workers beat a heartbeat into their running
+trials, and a trial silent for two intervals (its worker died) is marked failed: Optuna's own heartbeat
+covers database storages only, not journal files. Hydra takes sweepers only from the hydra_plugins
+namespace: src/hydra_plugins/ names this one there.
+"""
+
+import contextlib
+import logging
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from hydra.core.plugins import Plugins
+from hydra.core.utils import JobStatus
+from hydra.plugins.sweeper import Sweeper
+from omegaconf import DictConfig, OmegaConf
+
+from {{ cookiecutter.package_name }}.utils.errors import ConfigError
+from {{ cookiecutter.package_name }}.utils.optuna_results import report
+from {{ cookiecutter.package_name }}.utils.optuna_settings import make, open_storage, search_space
+
+log = logging.getLogger(__name__)
+# The callback through which a trial reports its metric (hparams_search/optuna.yaml).
+PRUNING = "callbacks.optuna_pruning"
+
+
+@dataclass
+class OptunaSweeper(Sweeper):
+    """Hydra's Sweeper over an Optuna study, by ask-and-tell; the keys: configs/hydra/sweeper/optuna.yaml."""
+
+    storage: str | None
+    study_name: str
+    direction: str
+    n_trials: int
+    n_jobs: int
+    sampler: Any
+    pruner: Any
+    heartbeat_interval: float
+    params: DictConfig | None
+
+    def setup(self, *, hydra_context: Any, task_function: Any, config: DictConfig) -> None:
+        self.config, self.loader = config, hydra_context.config_loader
+        self.launcher = Plugins.instance().instantiate_launcher(
+            hydra_context=hydra_context, task_function=task_function, config=config
+        )
+
+    def sweep(self, arguments: list[str]) -> None:
+        import optuna
+
+        if self.direction not in ("maximize", "minimize"):
+            raise ConfigError(f"hydra.sweeper.direction={self.direction}: use maximize or minimize.")
+        space, fixed = search_space([*(f"{k}={v}" for k, v in (self.params or {}).items()), *arguments])
+        sampler, pruner = make("sampler", self.sampler), make("pruner", self.pruner)
+        self._check(space, fixed)
+        url = self.storage or str(Path(self.config.hydra.sweep.dir) / "optuna.journal")
+        url = url if "://" in url else str(Path(url).absolute())  # a journal file, for jobs started elsewhere
+        study = optuna.create_study(
+            storage=open_storage(url),
+            sampler=sampler,
+            pruner=pruner,
+            study_name=self.study_name,
+            direction=self.direction,
+            load_if_exists=True,
+        )
+        if study.get_trials(deepcopy=False):
+            sampler.reseed_rng()  # seeded, it would draw the study's first points again
+        # Storages keep no pruner: the trials' callbacks take the sweeper's from here.
+        spec = OmegaConf.to_container(self.pruner) if OmegaConf.is_config(self.pruner) else self.pruner
+        study.set_user_attr("pruner", spec)
+        log.info(f"Study {study.study_name} in {url}: {self.n_trials} trials over {', '.join(space)}.")
+        while trials := self._ask(study, space):
+            self._run(study, trials, fixed, url)
+        report(study, self.config)
+
+    def _check(self, space: dict[str, Any], fixed: list[str]) -> None:
+        """Compose a trial's config with each option of the space: a key or option not there fails now."""
+        for i in range(max([len(getattr(d, "choices", ())) for d in space.values()] + [1])):
+            point = [
+                f"{k}={d.choices[min(i, len(d.choices) - 1)] if hasattr(d, 'choices') else d.low}"
+                for k, d in space.items()
+            ]
+            try:
+                self.loader.load_sweep_config(self.config, [*fixed, *point])
+            except Exception as error:
+                raise ConfigError(
+                    f"The search space (hydra.sweeper.params) does not fit the config: {error}"
+                ) from None
+
+    def _ask(self, study: Any, space: dict[str, Any]) -> list[Any]:
+        """The next batch of trials; none once the study has n_trials complete or pruned ones."""
+        from optuna.trial import TrialState
+
+        while True:
+            for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+                silent = time.time() - trial.user_attrs.get("heartbeat", trial.datetime_start.timestamp())
+                if silent > 2 * self.heartbeat_interval:
+                    log.warning(
+                        f"Trial {trial.number}: no heartbeat for {silent:.0f} s, its worker died: failed."
+                    )
+                    study.tell(trial.number, state=TrialState.FAIL, skip_if_finished=True)
+            states = [t.state for t in study.get_trials(deepcopy=False)]
+            done = states.count(TrialState.COMPLETE) + states.count(TrialState.PRUNED)
+            running = states.count(TrialState.RUNNING)
+            if done >= self.n_trials:
+                return []
+            if (size := min(self.n_jobs, self.n_trials - done - running)) > 0:
+                return [study.ask(space) for _ in range(size)]
+            log.info(f"Waiting for the {running} trials still running in other workers.")
+            time.sleep(self.heartbeat_interval)
+
+    def _run(self, study: Any, trials: list[Any], fixed: list[str], url: str) -> None:
+        """Launch one batch of trials, then tell the study how each ended (pruned: its callback said so)."""
+        from optuna.trial import TrialState
+
+        jobs = []
+        for trial in trials:
+            overrides = [*fixed, *(f"{k}={v}" for k, v in trial.params.items())]
+            trial.set_user_attr("overrides", overrides)  # the best one becomes an experiment config
+            trial.set_user_attr("heartbeat", time.time())
+            jobs.append([*overrides, f"hydra.sweep.subdir={trial.number}"])
+            if OmegaConf.select(self.config, PRUNING) is not None:  # which trial the run is, for its callback
+                ids = {"storage": quote(url), "study_name": quote(study.study_name), "trial": trial.number}
+                jobs[-1] += [f"{PRUNING}.{key}={value}" for key, value in ids.items()]
+        stop = threading.Event()
+        threading.Thread(target=self._beat, args=(trials, stop), daemon=True).start()
+        try:
+            returns = self.launcher.launch(jobs, initial_job_idx=trials[0].number)
+        except BaseException:  # a stop signal or Ctrl+C: these trials end here
+            for trial in trials:
+                study.tell(trial, state=TrialState.FAIL, skip_if_finished=True)
+            raise
+        finally:
+            stop.set()
+        pruned = {t.number for t in study.get_trials(deepcopy=False) if "pruned_epoch" in t.user_attrs}
+        metric = OmegaConf.select(self.config, "optimized_metric", default="value")
+        for trial, job in zip(trials, returns, strict=True):
+            value = job.return_value if job.status == JobStatus.COMPLETED else None
+            state = TrialState.COMPLETE if isinstance(value, int | float) else TrialState.FAIL
+            state = TrialState.PRUNED if trial.number in pruned else state
+            study.tell(
+                trial, value if state == TrialState.COMPLETE else None, state=state, skip_if_finished=True
+            )
+            log.info(f"Trial {trial.number} {state.name.lower()}: {metric} = {value}")
+        for trial, job in zip(trials, returns, strict=True):  # a failed trial stops the search
+            if job.status == JobStatus.FAILED:
+                job.return_value  # noqa: B018 (raises the trial's own error)
+            if not isinstance(job.return_value, int | float) and trial.number not in pruned:
+                raise ConfigError(
+                    f"Trial {trial.number} returned {job.return_value!r}: is {metric} in its metrics?"
+                )
+
+    def _beat(self, trials: list[Any], stop: threading.Event) -> None:
+        while not stop.wait(self.heartbeat_interval):
+            for trial in trials:
+                with contextlib.suppress(Exception):  # finished meanwhile
+                    trial.set_user_attr("heartbeat", time.time())
+
+
+def quote(text: str) -> str:
+    """`text` as one value of a Hydra override, whatever characters it holds."""
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
