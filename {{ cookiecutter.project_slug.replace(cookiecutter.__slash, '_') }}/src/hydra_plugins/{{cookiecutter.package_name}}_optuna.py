@@ -9,7 +9,7 @@ from typing import Any
 from hydra.plugins.search_path_plugin import SearchPathPlugin
 
 from {{ cookiecutter.package_name }}.utils import optuna_sweeper
-from {{ cookiecutter.package_name }}.utils.resolvers import project_root
+from {{ cookiecutter.package_name }}.utils.runs import project_root
 
 
 class OptunaSweeper(optuna_sweeper.OptunaSweeper):

@@ -8,7 +8,7 @@ from typing import Any
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import DictConfig, OmegaConf
 
-from {{ cookiecutter.package_name }}.utils.resolvers import project_root
+from {{ cookiecutter.package_name }}.utils.runs import project_root
 
 log = logging.getLogger(__name__)
 

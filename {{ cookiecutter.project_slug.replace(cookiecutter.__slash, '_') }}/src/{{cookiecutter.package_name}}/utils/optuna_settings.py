@@ -11,7 +11,7 @@ from typing import Any
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.override_parser.types import Transformer
 
-from {{ cookiecutter.package_name }}.utils.errors import ConfigError
+from {{ cookiecutter.package_name }}.utils.runs import ConfigError
 
 # The names hydra.sweeper.pruner and hydra.sweeper.sampler accept, and Optuna's classes.
 NAMES = {
