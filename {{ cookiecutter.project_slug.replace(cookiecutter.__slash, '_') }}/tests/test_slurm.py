@@ -12,9 +12,12 @@ SBATCH = ROOT / "scripts" / "slurm" / "train.sbatch"
 
 def test_sbatch_script_is_valid_bash_and_runs_train_py() -> None:
     assert subprocess.run(["bash", "-n", str(SBATCH)], capture_output=True).returncode == 0
-    command = re.search(r"^srun python (\S+)", SBATCH.read_text(), re.MULTILINE)
+    text = SBATCH.read_text()
+    command = re.search(r"^srun python (\S+)", text, re.MULTILINE)
     assert command and (ROOT / command.group(1)).is_file()
-    assert "--signal=SIGUSR1@" in SBATCH.read_text()
+    assert "--signal=USR1@" in text
+    # CPU and GPU nodes alike: no GPU asked for or assumed unless the user says so.
+    assert not re.search(r"^#SBATCH --gpus", text, re.MULTILINE) and "trainer=gpu" not in text
 
 
 def test_slurm_launcher_has_the_cluster_settings(tmp_path: Path) -> None:
@@ -35,6 +38,12 @@ def test_slurm_launcher_has_the_cluster_settings(tmp_path: Path) -> None:
     ):
         assert key in launcher
     assert compose_config("train", tmp_path).trainer.num_nodes == 1
+    # The jobs' allocation follows the trainer: one task per device, on every node.
+    with initialize_config_module(config_module="{{ cookiecutter.package_name }}.configs", version_base="1.3"):
+        overrides = ["hydra/launcher=slurm", "trainer.devices=4", "trainer.num_nodes=2"]
+        launcher = compose("train", overrides=overrides, return_hydra_config=True).hydra.launcher
+    assert (launcher.tasks_per_node, launcher.nodes, launcher.gpus_per_node) == (4, 2, None)
+    assert launcher.additional_parameters.signal == f"USR1@{launcher.signal_delay_s}"
 
 
 @pytest.mark.slow
