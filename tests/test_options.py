@@ -82,7 +82,12 @@ def expected_files(answers: dict) -> set[str]:
     if has["optuna"]:
         files |= {f"{cfg}/hparams_search/optuna.yaml", "tests/test_optuna.py"}
     if answers["slurm"]:
-        files |= {f"{cfg}/hydra/launcher/slurm.yaml", "scripts/slurm/train.sbatch", "tests/test_slurm.py"}
+        files |= {
+            f"{cfg}/hydra/launcher/slurm.yaml",
+            f"{pkg}/utils/slurm_check.py",
+            "scripts/slurm/train.sbatch",
+            "tests/test_slurm.py",
+        }
     if answers["docker"]:
         files |= {"Dockerfile", ".dockerignore"}
     if answers["ci"] == "github":

@@ -46,6 +46,17 @@ def test_slurm_launcher_has_the_cluster_settings(tmp_path: Path) -> None:
     assert launcher.additional_parameters.signal == f"USR1@{launcher.signal_delay_s}"
 
 
+def test_slurm_launcher_without_a_scheduler_says_so(tmp_path: Path) -> None:
+    # No sbatch on PATH, as on a laptop: one message, no traceback, nothing written.
+    empty = tmp_path / "bin"
+    empty.mkdir()
+    result = run_script("train.py", "-m", "hydra/launcher=slurm", "debug=fdr", cwd=tmp_path, PATH=str(empty))
+    assert result.returncode == 1
+    assert "no SLURM scheduler found" in result.stderr and "hydra/launcher=submitit_local" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert not (tmp_path / "logs").exists()
+
+
 @pytest.mark.slow
 def test_submitit_local_launcher_runs_a_job(tmp_path: Path) -> None:
     result = run_script(
