@@ -3,7 +3,11 @@
 import importlib.util
 import itertools
 import json
+import os
 import re
+import stat
+import subprocess
+import sys
 from pathlib import Path
 
 import hydra
@@ -191,3 +195,24 @@ def test_slurm_job_id_names_the_run_directory(tmp_path: Path) -> None:
     )
     assert result.returncode == 0, result.stderr[-3000:]
     assert (tmp_path / "logs" / "debug" / "runs" / "slurm-777" / "metrics.json").is_file()
+
+
+@pytest.mark.slow
+def test_no_srun_hint_outside_slurm(tmp_path: Path) -> None:
+    # Lightning hints at srun on every run where `srun` is on PATH and not used; a stand-in srun
+    # makes this machine one with SLURM installed.
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    srun = bin_dir / "srun"
+    srun.write_text("#!/bin/sh\nexit 0\n")
+    srun.chmod(srun.stat().st_mode | stat.S_IEXEC)
+    path = f"{bin_dir}{os.pathsep}{os.environ['PATH']}"
+    hint = "The `srun` command is available on your system but is not used"
+    detect = "from lightning.fabric.plugins.environments import SLURMEnvironment; SLURMEnvironment.detect()"
+    env = {**{k: v for k, v in os.environ.items() if k != "SLURM_NTASKS"}, "PATH": path}  # not in a job
+    lightning_alone = subprocess.run([sys.executable, "-c", detect], env=env, capture_output=True, text=True)
+    assert hint in lightning_alone.stderr  # the hint this test is about, as Lightning gives it
+    result = run_script("train.py", "debug=fdr", cwd=tmp_path, PATH=path, SLURM_NTASKS="")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert hint not in result.stdout + result.stderr
+

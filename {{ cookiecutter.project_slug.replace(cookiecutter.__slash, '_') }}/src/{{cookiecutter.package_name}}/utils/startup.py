@@ -1,5 +1,7 @@
 """What every entry point needs before Hydra composes its config."""
 
+import warnings
+
 from dotenv import find_dotenv, load_dotenv
 from hydra.core.config_store import ConfigStore
 
@@ -24,7 +26,18 @@ def prepare_hydra() -> None:
     share_config_store()
 
 
+def quiet_srun_hint() -> None:
+    """Drop Lightning's hint that `srun` "is available on your system but is not used".
+
+    Lightning gives it on every run outside a SLURM job on a machine with SLURM installed (a
+    login node, a workstation with SLURM's commands), where that is intended; in a job it never does.
+    """
+    hint = "The `srun` command is available on your system but is not used"
+    warnings.filterwarnings("ignore", message=hint)
+
+
 def before_hydra() -> None:
     """Read .env from the working directory (set variables win), then prepare_hydra()."""
     load_dotenv(find_dotenv(usecwd=True))
+    quiet_srun_hint()
     prepare_hydra()
