@@ -5,9 +5,11 @@ import itertools
 import json
 import os
 import re
+import socket
 import stat
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import hydra
@@ -122,13 +124,22 @@ def assert_one_ddp_run(root: Path, single: dict[str, float]) -> Path:
 
 # Two ranks, 32 each: the same global batch as one process with 64.
 DDP = ["trainer.accelerator=cpu", "trainer.devices=2", "strategy=ddp", "data.batch_size=32"]
+# One torch thread per rank, however the ranks are started, so that they compute alike.
+ONE_THREAD = {"OMP_NUM_THREADS": "1"}
+
+
+@pytest.fixture(scope="module")
+def two_processes(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Two DDP processes on this machine, started by Lightning: the directory of their run."""
+    cwd = tmp_path_factory.mktemp("ddp")
+    result = run_script("train.py", *DDP, *SHORT, cwd=cwd, **ONE_THREAD)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return cwd / "logs" / "train" / "runs"
 
 
 @pytest.mark.slow
-def test_ddp_on_cpu_writes_one_run_and_matches_one_process(single_process, tmp_path: Path) -> None:
-    result = run_script("train.py", *DDP, *SHORT, cwd=tmp_path)
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert_one_ddp_run(tmp_path / "logs" / "train" / "runs", single_process[1])
+def test_ddp_on_cpu_writes_one_run_and_matches_one_process(single_process, two_processes: Path) -> None:
+    assert_one_ddp_run(two_processes, single_process[1])
 
 
 @pytest.mark.slow
@@ -197,6 +208,41 @@ def test_slurm_job_id_names_the_run_directory(tmp_path: Path) -> None:
     assert (tmp_path / "logs" / "debug" / "runs" / "slurm-777" / "metrics.json").is_file()
 
 
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.mark.slow
+def test_torchrun_on_two_nodes_equals_two_processes_on_one(two_processes: Path, tmp_path: Path) -> None:
+    # Two torchrun launchers on this host behave as two nodes: each runs what a node of a cluster
+    # runs, with the first node's address. The same --rdzv-id names their one run directory.
+    port = free_port()
+    nodes = [
+        ["-m", "torch.distributed.run", "--nnodes=2", "--nproc-per-node=1", f"--node-rank={rank}"]
+        + [f"--rdzv-endpoint=127.0.0.1:{port}", "--rdzv-id=two-nodes"]
+        for rank in (0, 1)
+    ]
+    overrides = [*DDP, "trainer.devices=1", "trainer.num_nodes=2", *SHORT]
+
+    def node(launcher: list[str]):
+        return run_script("train.py", *overrides, cwd=tmp_path, launcher=launcher, timeout=240, **ONE_THREAD)
+
+    with ThreadPoolExecutor(2) as pool:
+        results = list(pool.map(node, nodes))
+    for result in results:
+        assert result.returncode == 0, result.stderr[-3000:]
+    run = single_run_dir(tmp_path / "logs" / "train" / "runs")
+    assert run.name == "torchrun-two-nodes"
+    reference = single_run_dir(two_processes)
+    metrics = [json.loads((r / "metrics.json").read_text()) for r in (run, reference)]
+    assert metrics[0] == metrics[1]
+    last = [r / "checkpoints" / "last.ckpt" for r in (run, reference)]
+    weights = [torch.load(path, weights_only=True)["state_dict"] for path in last]
+    assert [key for key in weights[1] if not torch.equal(weights[0][key], weights[1][key])] == []
+
+
 @pytest.mark.slow
 def test_no_srun_hint_outside_slurm(tmp_path: Path) -> None:
     # Lightning hints at srun on every run where `srun` is on PATH and not used; a stand-in srun
@@ -215,4 +261,3 @@ def test_no_srun_hint_outside_slurm(tmp_path: Path) -> None:
     result = run_script("train.py", "debug=fdr", cwd=tmp_path, PATH=path, SLURM_NTASKS="")
     assert result.returncode == 0, result.stderr[-3000:]
     assert hint not in result.stdout + result.stderr
-
