@@ -38,6 +38,7 @@ def unwanted(answers: dict) -> list[str]:
         f"{pkg}/utils/slurm_check.py": not answers["slurm"],
         "scripts/slurm": not answers["slurm"],
         "tests/test_slurm.py": not answers["slurm"],
+        "tests/slurm_cluster.py": not answers["slurm"],
         "Dockerfile": not answers["docker"],
         ".dockerignore": not answers["docker"],
         ".github": answers["ci"] != "github",

@@ -87,6 +87,7 @@ def expected_files(answers: dict) -> set[str]:
             f"{pkg}/utils/slurm_check.py",
             "scripts/slurm/train.sbatch",
             "tests/test_slurm.py",
+            "tests/slurm_cluster.py",
         }
     if answers["docker"]:
         files |= {"Dockerfile", ".dockerignore"}
