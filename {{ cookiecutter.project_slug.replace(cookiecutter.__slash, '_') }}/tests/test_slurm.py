@@ -14,6 +14,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -221,27 +222,44 @@ def test_a_finished_job_requeued_does_nothing_and_exits_0(cluster: Cluster, ddp_
     assert {p: p.read_bytes() for p in [run / "metrics.json", *(run / "checkpoints").iterdir()]} == before
 
 
-SWEPT = ("model.optimizer.lr=0.001", "model.optimizer.lr=0.003")
+# The first is the default learning rate: its job trains as `one_process` does.
+SWEPT = ("model.optimizer.lr=0.003", "model.optimizer.lr=0.001")
 
 
 @pytest.mark.slow
 @pytest.mark.slurm
-def test_multirun_through_submitit_runs_each_job_on_the_cluster(cluster: Cluster, tmp_path: Path) -> None:
+def test_multirun_through_submitit_runs_on_the_cluster_and_a_stopped_job_continues(
+    cluster: Cluster, one_process: Path, tmp_path: Path
+) -> None:
+    # Job 0 waits after step PAUSE_STEP for SLURM's warning; job 1 runs through (its marker exists).
+    (tmp_path / "paused-0.001.0").touch()
     sweep = ("hydra/launcher=slurm", "hydra.launcher.cpus_per_task=1", "hydra.launcher.mem_gb=1")
     lrs = "model.optimizer.lr=" + ",".join(lr.split("=")[1] for lr in SWEPT)
-    result = run_script("train.py", "-m", *sweep, lrs, *TINY, cwd=tmp_path, **cluster.env, **THREADS)
+    pause = pause_for_signal(Path(str(tmp_path) + "/paused-${model.optimizer.lr}"))
+    with ThreadPoolExecutor(1) as pool:
+        command = ("train.py", "-m", *sweep, lrs, *TINY, *pause)
+        multirun = pool.submit(run_script, *command, cwd=tmp_path, **cluster.env, **THREADS)
+        deadline = time.monotonic() + 180
+        while not (tmp_path / "paused-0.003.0").exists():
+            assert not multirun.done() and time.monotonic() < deadline, "job 0 did not reach its pause"
+            time.sleep(0.2)
+        # submitit runs the jobs as an array: job 0 is task 0 (<array id>_0, also its folder's name).
+        first = next((tmp_path / "logs" / "train" / "multiruns").glob("*/.submitit/*_0")).name
+        cluster.command("scancel", "--signal=USR1", first)
+        result = multirun.result(timeout=300)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    multiruns = [p for p in (tmp_path / "logs" / "train" / "multiruns").iterdir() if p.is_dir()]
-    assert len(multiruns) == 1, multiruns
-    multirun = multiruns[0]
-    assert sorted(p.parent.name for p in multirun.glob("*/metrics.json")) == ["0", "1"]
-    summary = json.loads((multirun / "summary.json").read_text())
+    sweeps = [p for p in (tmp_path / "logs" / "train" / "multiruns").iterdir() if p.is_dir()]
+    assert len(sweeps) == 1, sweeps
+    sweep_dir = sweeps[0]
+    assert sorted(p.parent.name for p in sweep_dir.glob("*/metrics.json")) == ["0", "1"]
+    summary = json.loads((sweep_dir / "summary.json").read_text())
     assert [job["overrides"][0] for job in summary["jobs"]] == list(SWEPT)
-    assert summary["metrics"]["test/acc"]["n"] == 2
-    # Each job ran on the cluster: submitit's folder names the SLURM jobs (array tasks), which complete.
-    job_ids = sorted(p.name for p in (multirun / ".submitit").iterdir() if re.fullmatch(r"\d+_\d+", p.name))
-    assert len(job_ids) == 2
-    assert [ended(cluster.wait(job_id)) for job_id in job_ids] == [("COMPLETED", "0:0", "0")] * 2
+    # Job 0 was requeued, continued in its directory and ended as if never stopped; job 1 ran once.
+    assert metrics(sweep_dir / "0") == metrics(one_process)
+    assert_same_weights(sweep_dir / "0", one_process)
+    second = first.removesuffix("_0") + "_1"
+    assert ended(cluster.wait(first, restarts=1)) == ("COMPLETED", "0:0", "1")
+    assert ended(cluster.wait(second)) == ("COMPLETED", "0:0", "0")
 
 
 def pause_for_signal(marker: Path) -> tuple[str, ...]:
