@@ -62,9 +62,15 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         metafunc.parametrize("answers", sets, ids=[answer_id(a) for a in sets], scope="module")
 
 
+# The longest tests, longest first: on two workers (make test), the rest shares out beside them.
+LONGEST = (
+    "test_default_project_passes_its_whole_suite",
+    "test_slurm_project_runs_its_jobs_on_a_real_cluster",
+)
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The longest test first: on two workers (make test), the rest shares out beside it."""
-    items.sort(key=lambda item: item.name != "test_default_project_passes_its_whole_suite")
+    items.sort(key=lambda item: LONGEST.index(item.name) if item.name in LONGEST else len(LONGEST))
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -7,7 +7,7 @@ import tomllib
 from pathlib import Path
 
 import pytest
-from conftest import TEMPLATE, bake, run
+from conftest import TEMPLATE, answer_sets, bake, run
 from lock import interpreter
 
 # Not `}}` alone: nested OmegaConf interpolations end with it.
@@ -82,7 +82,13 @@ def expected_files(answers: dict) -> set[str]:
             "tests/test_optuna.py",
         }
     if answers["slurm"]:
-        files |= {f"{cfg}/hydra/launcher/slurm.yaml", "scripts/slurm/train.sbatch", "tests/test_slurm.py"}
+        files |= {
+            f"{cfg}/hydra/launcher/slurm.yaml",
+            f"{pkg}/utils/slurm_check.py",
+            "scripts/slurm/train.sbatch",
+            "tests/test_slurm.py",
+            "tests/slurm_cluster.py",
+        }
     if answers["docker"]:
         files |= {"Dockerfile", ".dockerignore"}
     if answers["ci"] == "github":
@@ -224,6 +230,18 @@ def test_own_test_suite_passes(project: Path, answers: dict) -> None:
     result = run(*PYTEST, "-m", "not slow", cwd=project)
     assert result.returncode == 0, failures(result)
     assert " passed" in result.stdout
+
+
+def test_slurm_project_runs_its_jobs_on_a_real_cluster(tmp_path: Path) -> None:
+    """The first answer set with SLURM, baked once more: its cluster tests (`-m slurm`) submit jobs
+    to a one-node SLURM cluster that they start. They need root, slurm-wlm and munge (.ci/run
+    installs them), skip without them, and fail instead where the variable CI is set."""
+    project = bake(tmp_path, **next(answers for answers in answer_sets() if answers["slurm"]))
+    result = run(*PYTEST, "-m", "slurm", "-rs", cwd=project)
+    assert result.returncode == 0, failures(result)
+    if " passed" not in result.stdout:
+        skipped = [line.split(": ", 1)[-1] for line in result.stdout.splitlines() if "SKIPPED" in line]
+        pytest.skip("; ".join(sorted(set(skipped))) or result.stdout[-500:])
 
 
 def test_default_project_passes_its_whole_suite(default_project: Path) -> None:

@@ -65,6 +65,47 @@ class Stall(L.Callback):
         time.sleep(600)
 
 
+class PauseForSignal(L.Callback):
+    """After training step `step`, create `<marker>.<rank>` and wait until a signal of `signals`
+    arrives from outside (a scheduler's), at most `timeout` seconds; then go on, so the run
+    answers it at this step. Once only: a run that finds its marker (resumed) does not pause."""
+
+    def __init__(
+        self, step: int, marker: str, signals: tuple[str, ...] = ("SIGUSR1", "SIGTERM"), timeout: float = 120
+    ) -> None:
+        self.step = step
+        self.marker = marker
+        self.signals = [getattr(signal, name) for name in signals]
+        self.timeout = timeout
+
+    def on_train_batch_end(self, trainer: L.Trainer, *args: Any) -> None:
+        import threading
+        import time
+        from pathlib import Path
+
+        marker = Path(f"{self.marker}.{trainer.global_rank}")
+        if trainer.global_step != self.step or marker.exists():
+            return
+        arrived = threading.Event()
+        previous = {signum: signal.getsignal(signum) for signum in self.signals}
+
+        def note(signum: int, frame: Any) -> None:
+            arrived.set()
+            if callable(previous[signum]):
+                previous[signum](signum, frame)
+
+        for signum in self.signals:
+            signal.signal(signum, note)
+        marker.touch()
+        try:
+            deadline = time.monotonic() + self.timeout
+            while not arrived.is_set() and time.monotonic() < deadline:
+                time.sleep(0.05)
+        finally:
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
+
+
 class SignalOnJobStart(Callback):
     """A Hydra callback: SIGTERM as the job starts, before the training code has run."""
 

@@ -2,7 +2,13 @@
 
 import importlib.util
 import itertools
+import os
 import re
+import socket
+import stat
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import hydra
@@ -88,41 +94,94 @@ def test_run_name_is_shared_by_the_ranks_of_a_launch(monkeypatch: pytest.MonkeyP
     assert run_name() == "my-run"
 
 
-@pytest.fixture(scope="module")
-def two_processes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, float]:
-    """A 2-process DDP run started by Lightning itself: the yardstick of the launchers below."""
-    cwd = tmp_path_factory.mktemp("ddp")
-    result = run_script("train.py", *DDP, cwd=cwd)
-    assert result.returncode == 0, result.stderr[-3000:]
-    (run,) = run_dirs(cwd / "logs")
-    return metrics(run)
-
-
 # Two ranks of 32: the same global batch as one process of 64; 3 epochs, to learn something.
 DDP = ("trainer.accelerator=cpu", "trainer.devices=2", "strategy=ddp", "data.batch_size=32", *QUICK[-2:])
 DDP += ("trainer.max_epochs=3",)
+# One torch thread per rank, however the ranks are started, so that they compute alike.
+ONE_THREAD = {"OMP_NUM_THREADS": "1"}
+
+
+@pytest.fixture(scope="module")
+def two_processes(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A 2-process DDP run started by Lightning itself: the yardstick of the launchers below."""
+    cwd = tmp_path_factory.mktemp("ddp")
+    result = run_script("train.py", *DDP, cwd=cwd, **ONE_THREAD)
+    assert result.returncode == 0, result.stderr[-3000:]
+    (run,) = run_dirs(cwd / "logs")
+    return run
+
+
+def assert_same_run(run: Path, reference: Path) -> None:
+    assert metrics(run) == metrics(reference)
+    last = [torch.load(r / "checkpoints" / "last.ckpt", weights_only=True)["state_dict"] for r in (run, reference)]
+    assert [key for key in last[1] if not torch.equal(last[0][key], last[1][key])] == []
 
 
 @pytest.mark.slow
-def test_ddp_writes_one_run_directory_close_to_one_process(
-    two_processes: dict[str, float], tmp_path: Path
-) -> None:
+def test_ddp_writes_one_run_directory_close_to_one_process(two_processes: Path, tmp_path: Path) -> None:
     one = run_script("train.py", "trainer.accelerator=cpu", *QUICK[-2:], "trainer.max_epochs=3", cwd=tmp_path)
     assert one.returncode == 0, one.stderr[-3000:]
     (run,) = run_dirs(tmp_path / "logs")
     # The same global batch, another split of the samples between the ranks: close, not equal.
-    assert two_processes["test/acc"] == pytest.approx(metrics(run)["test/acc"], abs=0.05)
+    assert metrics(two_processes)["test/acc"] == pytest.approx(metrics(run)["test/acc"], abs=0.05)
 
 
 @pytest.mark.slow
-def test_torchrun_writes_one_run_equal_to_lightning_s_own_ddp(
-    two_processes: dict[str, float], tmp_path: Path
-) -> None:
+def test_torchrun_writes_one_run_equal_to_lightning_s_own_ddp(two_processes: Path, tmp_path: Path) -> None:
     launcher = ["-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
-    result = run_script("train.py", *DDP, cwd=tmp_path, launcher=launcher)
+    result = run_script("train.py", *DDP, cwd=tmp_path, launcher=launcher, **ONE_THREAD)
     assert result.returncode == 0, result.stderr[-3000:]
     (run,) = run_dirs(tmp_path / "logs")
-    assert run.name.startswith("torchrun-") and metrics(run) == two_processes
+    assert run.name.startswith("torchrun-")
+    assert_same_run(run, two_processes)
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.mark.slow
+def test_torchrun_on_two_nodes_equals_two_processes_on_one(two_processes: Path, tmp_path: Path) -> None:
+    # Two torchrun launchers on this host behave as two nodes: each runs what a node of a cluster
+    # runs, with the first node's address. The same --rdzv-id names their one run directory.
+    port = free_port()
+    nodes = [
+        ["-m", "torch.distributed.run", "--nnodes=2", "--nproc-per-node=1", f"--node-rank={rank}"]
+        + [f"--rdzv-endpoint=127.0.0.1:{port}", "--rdzv-id=two-nodes"]
+        for rank in (0, 1)
+    ]
+    overrides = [*DDP, "trainer.devices=1", "trainer.num_nodes=2"]
+
+    def node(launcher: list[str]) -> subprocess.CompletedProcess[str]:
+        return run_script("train.py", *overrides, cwd=tmp_path, launcher=launcher, timeout=400, **ONE_THREAD)
+
+    with ThreadPoolExecutor(2) as pool:
+        for result in pool.map(node, nodes):
+            assert result.returncode == 0, result.stderr[-3000:]
+    (run,) = run_dirs(tmp_path / "logs")
+    assert run.name == "torchrun-two-nodes"
+    assert_same_run(run, two_processes)
+
+
+@pytest.mark.slow
+def test_no_srun_hint_outside_slurm(tmp_path: Path) -> None:
+    # Lightning hints at srun on every run where `srun` is on PATH and not used; a stand-in srun
+    # makes this machine one with SLURM installed.
+    srun = tmp_path / "bin" / "srun"
+    srun.parent.mkdir()
+    srun.write_text("#!/bin/sh\nexit 0\n")
+    srun.chmod(srun.stat().st_mode | stat.S_IEXEC)
+    path = f"{srun.parent}{os.pathsep}{os.environ['PATH']}"
+    hint = "The `srun` command is available on your system but is not used"
+    detect = "from lightning.fabric.plugins.environments import SLURMEnvironment; SLURMEnvironment.detect()"
+    env = {**{k: v for k, v in os.environ.items() if k != "SLURM_NTASKS"}, "PATH": path}  # not in a job
+    lightning_alone = subprocess.run([sys.executable, "-c", detect], env=env, capture_output=True, text=True)
+    assert hint in lightning_alone.stderr  # the hint this test is about, as Lightning gives it
+    result = run_script("train.py", "debug=fdr", cwd=tmp_path, PATH=path, SLURM_NTASKS="")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert hint not in result.stdout + result.stderr
 
 
 @pytest.mark.slow

@@ -1,20 +1,51 @@
-"""SLURM: the sbatch script is valid and runs the real entry point; the submitit launcher works."""
+"""SLURM: the sbatch script and the submitit launcher, composed here and run on a real cluster.
 
+The tests marked `slurm` submit jobs to a single-node cluster that they start themselves
+(tests/slurm_cluster.py): they need root and SLURM's daemons (apt-get install slurm-wlm munge),
+skip where those are missing, and fail instead where the variable CI is set. Run them alone with
+`python -m pytest -m slurm`. Their trainings are tiny; each is compared with the same training
+run here without SLURM, to the bit.
+"""
+
+import json
+import os
 import re
 import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+import torch
 from conftest import ROOT, compose_config, run_script
+from slurm_cluster import ENDED, Cluster, free_port, started_cluster, unavailable
 
 SBATCH = ROOT / "scripts" / "slurm" / "train.sbatch"
+# Two epochs of six training batches, CSV logs: seconds per run.
+TINY = (
+    "logger=csv",
+    "trainer.max_epochs=2",
+    "+trainer.limit_train_batches=6",
+    "+trainer.limit_val_batches=2",
+    "+trainer.limit_test_batches=2",
+    "callbacks.progress_bar=null",
+)
+# One torch thread in every process, so a job and the run it is compared with compute alike.
+THREADS = {"OMP_NUM_THREADS": "1"}
+# The step after which a job waits for the scheduler's signal (mid-way through the first epoch).
+PAUSE_STEP = 3
 
 
 def test_sbatch_script_is_valid_bash_and_runs_train_py() -> None:
     assert subprocess.run(["bash", "-n", str(SBATCH)], capture_output=True).returncode == 0
-    command = re.search(r"^srun python (\S+)", SBATCH.read_text(), re.MULTILINE)
+    text = SBATCH.read_text()
+    command = re.search(r"^srun python (\S+)", text, re.MULTILINE)
     assert command and (ROOT / command.group(1)).is_file()
-    assert "--signal=SIGUSR1@" in SBATCH.read_text()
+    assert "--signal=USR1@" in text
+    # CPU and GPU nodes alike: no GPU asked for or assumed unless the user says so.
+    assert not re.search(r"^#SBATCH --gpus", text, re.MULTILINE) and "trainer=gpu" not in text
 
 
 def test_slurm_launcher_has_the_cluster_settings(tmp_path: Path) -> None:
@@ -35,6 +66,23 @@ def test_slurm_launcher_has_the_cluster_settings(tmp_path: Path) -> None:
     ):
         assert key in launcher
     assert compose_config("train", tmp_path).trainer.num_nodes == 1
+    # The jobs' allocation follows the trainer: one task per device, on every node.
+    with initialize_config_module(config_module="{{ cookiecutter.package_name }}.configs", version_base="1.3"):
+        overrides = ["hydra/launcher=slurm", "trainer.devices=4", "trainer.num_nodes=2"]
+        launcher = compose("train", overrides=overrides, return_hydra_config=True).hydra.launcher
+    assert (launcher.tasks_per_node, launcher.nodes, launcher.gpus_per_node) == (4, 2, None)
+    assert launcher.additional_parameters.signal == f"USR1@{launcher.signal_delay_s}"
+
+
+def test_slurm_launcher_without_a_scheduler_says_so(tmp_path: Path) -> None:
+    # No sbatch on PATH, as on a laptop: one message, no traceback, nothing written.
+    empty = tmp_path / "bin"
+    empty.mkdir()
+    result = run_script("train.py", "-m", "hydra/launcher=slurm", "debug=fdr", cwd=tmp_path, PATH=str(empty))
+    assert result.returncode == 1
+    assert "no SLURM scheduler found" in result.stderr and "hydra/launcher=submitit_local" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert not (tmp_path / "logs").exists()
 
 
 @pytest.mark.slow
@@ -44,3 +92,252 @@ def test_submitit_local_launcher_runs_a_job(tmp_path: Path) -> None:
     )
     assert result.returncode == 0, result.stderr[-3000:]
     assert list((tmp_path / "logs" / "debug" / "multiruns").glob("*/0/metrics.json"))
+
+
+# ---- On a real cluster ----------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[Cluster]:
+    reason = unavailable()
+    if reason:
+        if os.environ.get("CI"):
+            pytest.fail(f"CI is set, and the SLURM cluster cannot start here: {reason}")
+        pytest.skip(f"no SLURM cluster can start here: {reason}")
+    with started_cluster() as started:
+        yield started
+
+
+def job_env(cluster: Cluster, cwd: Path) -> dict[str, str]:
+    """What a job gets from the shell that submits it (sbatch passes the environment on)."""
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith(("SLURM_", "SBATCH_", "SRUN_")) and key not in ("RUN_NAME", "HYDRA_FULL_ERROR")
+    }
+    return {
+        **env,
+        **cluster.env,
+        **THREADS,
+        # `python` in the script is this interpreter; the project and tests/ are importable.
+        "PATH": os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")]),
+        "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT / "tests")]),
+        "PROJECT_ROOT": str(cwd),
+        "WANDB_MODE": "offline",
+        # Lightning's port under SLURM is 15000 + the job id's last digits: the same in two test
+        # clusters on one host.
+        "MASTER_PORT": str(free_port()),
+    }
+
+
+def sbatch(cluster: Cluster, cwd: Path, *overrides: str, tasks: int = 1) -> str:
+    """Submit scripts/slurm/train.sbatch from the project root, as its header says; its logs go to `cwd`."""
+    options = [f"--ntasks-per-node={tasks}", "--cpus-per-task=1", "--mem=1G", f"--output={cwd}/slurm-%j.out"]
+    result = cluster.command(
+        "sbatch", "--parsable", *options, str(SBATCH), *TINY, *overrides, cwd=ROOT, env=job_env(cluster, cwd)
+    )
+    return result.stdout.strip().split(";")[0]
+
+
+def job_output(cwd: Path, job_id: str) -> str:
+    path = cwd / f"slurm-{job_id}.out"
+    return path.read_text() if path.exists() else ""
+
+
+def ended(record: dict[str, str]) -> tuple[str, str, str]:
+    """How a job ended: its state, exit code (status:signal) and how often it was requeued."""
+    return record["JobState"], record["ExitCode"], record["Restarts"]
+
+
+def only_run(cwd: Path) -> Path:
+    runs = [p for p in (cwd / "logs" / "train" / "runs").iterdir() if p.is_dir()]
+    assert len(runs) == 1, runs
+    return runs[0]
+
+
+def metrics(run: Path) -> dict[str, float]:
+    return json.loads((run / "metrics.json").read_text())
+
+
+def assert_same_weights(run: Path, reference: Path) -> None:
+    def weights(run: Path) -> dict[str, torch.Tensor]:
+        last = run / "checkpoints" / "last.ckpt"
+        return torch.load(last, map_location="cpu", weights_only=True)["state_dict"]
+
+    got, expected = weights(run), weights(reference)
+    assert got.keys() == expected.keys()
+    assert [key for key in expected if not torch.equal(got[key], expected[key])] == []
+
+
+def local_run(cwd: Path, *overrides: str) -> Path:
+    """The same training on this machine, without SLURM: what a job must reproduce."""
+    result = run_script("train.py", *TINY, *overrides, cwd=cwd, RUN_NAME="local", **THREADS)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return cwd / "logs" / "train" / "runs" / "local"
+
+
+@pytest.fixture(scope="module")
+def one_process(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return local_run(tmp_path_factory.mktemp("local"), "trainer.accelerator=cpu")
+
+
+@pytest.fixture(scope="module")
+def two_processes(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    cwd = tmp_path_factory.mktemp("local_ddp")
+    return local_run(cwd, "trainer.accelerator=cpu", "trainer.devices=2", "strategy=ddp")
+
+
+@pytest.fixture(scope="module")
+def ddp_job(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, dict[str, str]]:
+    """`sbatch --ntasks-per-node=2 scripts/slurm/train.sbatch strategy=ddp`, run to its end."""
+    cwd = tmp_path_factory.mktemp("ddp_job")
+    job_id = sbatch(cluster, cwd, "strategy=ddp", tasks=2)
+    return cwd, job_id, cluster.wait(job_id)
+
+
+@pytest.mark.slow
+@pytest.mark.slurm
+def test_sbatch_trains_with_ddp_over_srun_into_one_run_directory(ddp_job, two_processes: Path) -> None:
+    cwd, job_id, record = ddp_job
+    output = job_output(cwd, job_id)
+    assert ended(record) == ("COMPLETED", "0:0", "0"), output[-3000:]
+    run = only_run(cwd)
+    assert run.name == f"slurm-{job_id}"
+    assert len(list(cwd.rglob("metrics.json"))) == 1
+    # Two ranks over srun, the same as two processes started by Lightning here, to the bit.
+    assert metrics(run) == metrics(two_processes)
+    assert_same_weights(run, two_processes)
+
+
+@pytest.mark.slow
+@pytest.mark.slurm
+def test_a_finished_job_requeued_does_nothing_and_exits_0(cluster: Cluster, ddp_job) -> None:
+    cwd, job_id, _ = ddp_job
+    run = only_run(cwd)
+    before = {p: p.read_bytes() for p in [run / "metrics.json", *(run / "checkpoints").iterdir()]}
+    cluster.command("scontrol", "requeue", job_id)
+    record = cluster.wait(job_id, restarts=1)
+    output = job_output(cwd, job_id)
+    assert ended(record) == ("COMPLETED", "0:0", "1"), output[-3000:]
+    assert {p: p.read_bytes() for p in [run / "metrics.json", *(run / "checkpoints").iterdir()]} == before
+
+
+# The first is the default learning rate: its job trains as `one_process` does.
+SWEPT = ("model.optimizer.lr=0.003", "model.optimizer.lr=0.001")
+
+
+@pytest.mark.slow
+@pytest.mark.slurm
+def test_multirun_through_submitit_runs_on_the_cluster_and_a_stopped_job_continues(
+    cluster: Cluster, one_process: Path, tmp_path: Path
+) -> None:
+    # Job 0 waits after step PAUSE_STEP for SLURM's warning; job 1 runs through (its marker exists).
+    (tmp_path / "paused-0.001.0").touch()
+    sweep = ("hydra/launcher=slurm", "hydra.launcher.cpus_per_task=1", "hydra.launcher.mem_gb=1")
+    lrs = "model.optimizer.lr=" + ",".join(lr.split("=")[1] for lr in SWEPT)
+    pause = pause_for_signal(Path(str(tmp_path) + "/paused-${model.optimizer.lr}"))
+    with ThreadPoolExecutor(1) as pool:
+        command = ("train.py", "-m", *sweep, lrs, *TINY, *pause)
+        multirun = pool.submit(run_script, *command, cwd=tmp_path, **cluster.env, **THREADS)
+        deadline = time.monotonic() + 180
+        while not (tmp_path / "paused-0.003.0").exists():
+            assert not multirun.done() and time.monotonic() < deadline, "job 0 did not reach its pause"
+            time.sleep(0.2)
+        # submitit runs the jobs as an array: job 0 is task 0 (<array id>_0, also its folder's name).
+        first = next((tmp_path / "logs" / "train" / "multiruns").glob("*/.submitit/*_0")).name
+        cluster.command("scancel", "--signal=USR1", first)
+        result = multirun.result(timeout=300)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    sweeps = [p for p in (tmp_path / "logs" / "train" / "multiruns").iterdir() if p.is_dir()]
+    assert len(sweeps) == 1, sweeps
+    sweep_dir = sweeps[0]
+    assert sorted(p.parent.name for p in sweep_dir.glob("*/metrics.json")) == ["0", "1"]
+    summary = json.loads((sweep_dir / "summary.json").read_text())
+    assert [job["overrides"][0] for job in summary["jobs"]] == list(SWEPT)
+    # Job 0 was requeued, continued in its directory and ended as if never stopped; job 1 ran once.
+    assert metrics(sweep_dir / "0") == metrics(one_process)
+    assert_same_weights(sweep_dir / "0", one_process)
+    second = first.removesuffix("_0") + "_1"
+    assert ended(cluster.wait(first, restarts=1)) == ("COMPLETED", "0:0", "1")
+    assert ended(cluster.wait(second)) == ("COMPLETED", "0:0", "0")
+
+
+def pause_for_signal(marker: Path) -> tuple[str, ...]:
+    """Overrides that make the job wait after step PAUSE_STEP for the scheduler's signal."""
+    prefix = "+callbacks.pause_for_signal"
+    return (
+        f"{prefix}._target_=signal_helpers.PauseForSignal",
+        f"{prefix}.step={PAUSE_STEP}",
+        f"{prefix}.marker={marker}",
+    )
+
+
+def wait_for_markers(cluster: Cluster, job_id: str, markers: list[Path], cwd: Path) -> None:
+    deadline = time.monotonic() + 180
+    while not all(marker.exists() for marker in markers):
+        assert cluster.job(job_id)["JobState"] not in ENDED, job_output(cwd, job_id)[-3000:]
+        assert time.monotonic() < deadline, f"the job did not reach step {PAUSE_STEP} in time"
+        time.sleep(0.2)
+
+
+def saved_steps_once_requeued(cluster: Cluster, job_id: str, run: Path, cwd: Path) -> list[int]:
+    """The training steps of the run's checkpoints, read while the requeued job waits to restart."""
+    deadline = time.monotonic() + 120
+    while True:
+        record = cluster.job(job_id)
+        if record["JobState"] == "PENDING" and int(record["Restarts"]) >= 1:
+            break
+        assert record["JobState"] not in ENDED, f"{ended(record)}: {job_output(cwd, job_id)[-3000:]}"
+        assert time.monotonic() < deadline, f"not requeued in time: {ended(record)}"
+        time.sleep(0.2)
+    assert not (run / "metrics.json").exists()
+    return sorted(
+        torch.load(path, map_location="cpu", weights_only=True)["global_step"]
+        for path in (run / "checkpoints").glob("*.ckpt")
+    )
+
+
+# How a cluster stops a job: its warning to the job's steps (`#SBATCH --signal=USR1@...`), the
+# same to the batch shell only (`--signal=B:USR1@...`), or a requeue (SIGTERM to every task).
+STOPS = {
+    "warning_to_steps": ("scancel", "--signal=USR1"),
+    "warning_to_batch_shell": ("scancel", "--batch", "--signal=USR1"),
+    "requeue": ("scontrol", "requeue"),
+}
+
+
+def preempt_and_finish(cluster: Cluster, cwd: Path, stop: str, *overrides: str, tasks: int = 1) -> Path:
+    """Submit, stop the job at step PAUSE_STEP as `stop` says, and let it finish after its requeue."""
+    marker = cwd / "paused"
+    job_id = sbatch(cluster, cwd, *overrides, *pause_for_signal(marker), tasks=tasks)
+    wait_for_markers(cluster, job_id, [Path(f"{marker}.{rank}") for rank in range(tasks)], cwd)
+    cluster.command(*STOPS[stop], job_id)
+    run = cwd / "logs" / "train" / "runs" / f"slurm-{job_id}"
+    # Saved at the step it was stopped, and not finished, before it comes back.
+    assert PAUSE_STEP in saved_steps_once_requeued(cluster, job_id, run, cwd)
+    record = cluster.wait(job_id, restarts=1)
+    output = job_output(cwd, job_id)
+    assert ended(record) == ("COMPLETED", "0:0", "1"), output[-3000:]
+    assert only_run(cwd) == run
+    return run
+
+
+@pytest.mark.slow
+@pytest.mark.slurm
+@pytest.mark.parametrize("stop", list(STOPS))
+def test_stopped_job_requeues_and_ends_like_an_uninterrupted_run(
+    cluster: Cluster, stop: str, one_process: Path, tmp_path: Path
+) -> None:
+    run = preempt_and_finish(cluster, tmp_path, stop)
+    assert metrics(run) == metrics(one_process)
+    assert_same_weights(run, one_process)
+
+
+@pytest.mark.slow
+@pytest.mark.slurm
+def test_stopped_ddp_job_requeues_and_ends_like_an_uninterrupted_run(
+    cluster: Cluster, two_processes: Path, tmp_path: Path
+) -> None:
+    run = preempt_and_finish(cluster, tmp_path, "warning_to_batch_shell", "strategy=ddp", tasks=2)
+    assert metrics(run) == metrics(two_processes)
+    assert_same_weights(run, two_processes)
