@@ -79,3 +79,21 @@ def test_seed_zero_is_a_seed(tmp_path: Path) -> None:
 
     first = train(compose_config("train", tmp_path / "a", ["seed=0", *QUICK]))
     assert first == train(compose_config("train", tmp_path / "b", ["seed=0", *QUICK]))
+
+
+# The reference template's test ideas, run here with no logger at all.
+WITHOUT_LOGGER = {
+    "fast dev run": ["debug=fdr"],
+    "every experiment": ["-m", "experiment=glob(*)", "debug=fdr"],
+    "a sweep": ["-m", "seed=1,2", "debug=fdr"],
+    "ddp on the cpu": ["debug=limit", "trainer.devices=2", "strategy=ddp", "data.batch_size=32"],
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("run", WITHOUT_LOGGER, ids=list(WITHOUT_LOGGER))
+def test_the_reference_template_s_checks_pass_without_a_logger(run: str, tmp_path: Path) -> None:
+    result = run_script("train.py", *WITHOUT_LOGGER[run], "logger=[]", cwd=tmp_path, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    runs = [p.parent for p in tmp_path.glob("logs/**/metrics.json")]
+    assert runs and all(metrics(r).keys() >= {"test/acc", "test/loss"} for r in runs)

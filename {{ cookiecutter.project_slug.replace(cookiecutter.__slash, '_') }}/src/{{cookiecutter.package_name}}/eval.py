@@ -40,7 +40,7 @@ def model_and_data(cfg: Any) -> tuple[Any, Any]:
 @hydra.main(version_base="1.3", config_path="configs", config_name="eval")
 def evaluate(cfg: DictConfig) -> dict[str, float]:
     """Test the checkpoint at `cfg.ckpt_path`, write metrics.json, return the metrics."""
-    config.quiet_console()
+    config.quiet_console(cfg)
     config.save_config(cfg, Path(cfg.paths.output_dir))
     model, datamodule = model_and_data(cfg)
     loggers = [hydra.utils.instantiate(c) for c in (cfg.get("logger") or {}).values() if c]

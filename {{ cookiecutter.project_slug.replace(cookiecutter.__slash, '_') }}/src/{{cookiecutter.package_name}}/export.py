@@ -22,7 +22,7 @@ def export(cfg: DictConfig) -> Path:
 
     from {{ cookiecutter.package_name }}.models.classifier import Classifier
 
-    config.quiet_console()
+    config.quiet_console(cfg)
     checkpoint = runs.read_checkpoint(cfg.get("ckpt_path"))
     model = Classifier.load_from_checkpoint(cfg.ckpt_path, map_location="cpu", weights_only=True).eval()
     example = torch.zeros(2, *model.hparams.input_shape)

@@ -45,7 +45,7 @@ def predict(cfg: DictConfig) -> Path:
 
     from {{ cookiecutter.package_name }}.eval import model_and_data
 
-    config.quiet_console()
+    config.quiet_console(cfg)
     if not cfg.get("input") or not Path(cfg.input).exists():
         raise runs.ConfigError(f"input={cfg.get('input')!r}: no such file or folder. Pass what to predict.")
     model, datamodule = model_and_data(cfg)

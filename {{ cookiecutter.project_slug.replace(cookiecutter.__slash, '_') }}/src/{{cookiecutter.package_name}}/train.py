@@ -24,7 +24,7 @@ def train(cfg: DictConfig) -> dict[str, float]:
     import lightning as L
     from lightning.pytorch.utilities.exceptions import SIGTERMException
 
-    config.quiet_console()
+    config.quiet_console(cfg)
     run = Path(cfg.paths.output_dir)
     if cfg.get("seed") is not None:
         L.seed_everything(cfg.seed, workers=True, verbose=False)
@@ -115,8 +115,10 @@ def run_train(cfg: DictConfig) -> float | None:
 
 
 def main() -> None:
-    """Note stop signals from the very start; then Hydra parses the command line."""
+    """Note stop signals from the very start; then Hydra parses the command line (where logger=null,
+    the reference template's way to log nothing, would be an error: Hydra 1.3 takes logger=[])."""
     runs.catch_signals()
+    sys.argv = [{"logger=null": "logger=[]"}.get(argument, argument) for argument in sys.argv]
     run_train()
 
 

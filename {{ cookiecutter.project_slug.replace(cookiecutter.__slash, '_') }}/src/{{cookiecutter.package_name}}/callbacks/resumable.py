@@ -41,8 +41,7 @@ class Resumable(Checkpoint):
         if save:
             trainer.save_checkpoint(self.path)
         if trainer.is_global_zero and "SIGUSR1" in received and "SLURM_JOB_ID" in os.environ:
-            job = os.environ.get("SLURM_ARRAY_JOB_ID", os.environ["SLURM_JOB_ID"])  # a time limit is near
-            job += f"_{os.environ['SLURM_ARRAY_TASK_ID']}" if "SLURM_ARRAY_TASK_ID" in os.environ else ""
+            job = os.environ["SLURM_JOB_ID"]  # its own id: the array's would requeue every job of it
             done = subprocess.run(["scontrol", "requeue", job], capture_output=True, text=True)
             log.warning(f"scontrol requeue {job}: {done.stderr.strip() or 'the job will continue'}.")
         raise Stopped(self.path.parent.parent, f" at step {trainer.global_step}")

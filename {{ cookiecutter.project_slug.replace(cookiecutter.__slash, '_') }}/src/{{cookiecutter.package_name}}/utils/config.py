@@ -38,10 +38,15 @@ def check_types(cfg: DictConfig, overrides: list[str]) -> None:
             raise ConfigError(f"{key}={given!r}: expected {TYPES[expected]} (the default is {default!r}).")
 
 
-def quiet_console() -> None:
+def quiet_console(cfg: DictConfig) -> None:
     """Keep known upstream noise off the console, at its source. Call it where Lightning loads: it
     gives itself a console handler, and Hydra's already prints (and files) every record."""
     import lightning  # noqa: F401
+{%- if cookiecutter.__wandb == 'True' %}
+
+    if "wandb" in (cfg.get("logger") or {}):  # W&B warns of Lightning's `anonymous` unless set up first
+        __import__("wandb").setup()  # silently: WANDB_SILENT, in configs/hydra/default.yaml
+{%- endif %}
 
     logging.getLogger("lightning").handlers.clear()
     rank_zero = logging.getLogger("lightning.pytorch.utilities.rank_zero")
