@@ -5,7 +5,7 @@ from pathlib import Path
 
 import lightning as L
 import pytest
-from conftest import best_checkpoint, compose_config, run_script
+from conftest import best_checkpoint, compose_config
 
 from {{ cookiecutter.package_name }}.train import train
 
@@ -40,17 +40,24 @@ def test_backbone_is_frozen_then_thawed_and_beats_training_from_scratch(
 
 
 def test_a_checkpoint_of_another_head_loads_its_backbone_and_says_so(
-    trained_run: tuple[Path, dict[str, float]], tmp_path: Path
+    trained_run: tuple[Path, dict[str, float]], tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     from conftest import write_image_folder
 
+    caplog.set_level("INFO")
     images = write_image_folder(tmp_path / "images", classes=3)  # 3 classes: another head
-    overrides = ["data=image_folder", f"data.root={images}", "debug=fdr"]
-    result = run_script("train.py", *overrides, f"pretrained={best_checkpoint(trained_run[0])}", cwd=tmp_path)
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert "tensors loaded" in result.stdout and re.search(r"new: .*head", result.stdout)
+    overrides = [
+        "data=image_folder",
+        f"data.root={images}",
+        "debug=fdr",
+        f"pretrained={best_checkpoint(trained_run[0])}",
+    ]
+    train(compose_config("train", tmp_path / "run", overrides))
+    assert "tensors loaded" in caplog.text and re.search(r"new: .*head", caplog.text)
 
 
 def test_missing_pretrained_checkpoint_is_named(tmp_path: Path) -> None:
-    result = run_script("train.py", "pretrained=/no/such.ckpt", cwd=tmp_path)
-    assert result.returncode == 1 and "pretrained='/no/such.ckpt': no such checkpoint file" in result.stderr
+    from {{ cookiecutter.package_name }}.utils.runs import ConfigError
+
+    with pytest.raises(ConfigError, match="pretrained='/no/such.ckpt': no such checkpoint file"):
+        train(compose_config("train", tmp_path, ["pretrained=/no/such.ckpt", "debug=fdr"]))

@@ -36,6 +36,7 @@ def test_each_debug_config_runs(debug: str, tmp_path: Path) -> None:
     assert "test/acc" in train(compose_config("train", tmp_path, [f"debug={debug}", "logger=[]"]))
 
 
+@pytest.mark.slow
 def test_overfitting_one_batch_drives_the_loss_to_zero(tmp_path: Path) -> None:
     metrics = train(compose_config("train", tmp_path, ["debug=overfit", "test=false"]))
     assert metrics["train/loss"] < 0.1

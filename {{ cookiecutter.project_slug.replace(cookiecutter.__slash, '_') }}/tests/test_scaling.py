@@ -113,7 +113,9 @@ def two_processes(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def assert_same_run(run: Path, reference: Path) -> None:
     assert metrics(run) == metrics(reference)
-    last = [torch.load(r / "checkpoints" / "last.ckpt", weights_only=True)["state_dict"] for r in (run, reference)]
+    last = [
+        torch.load(r / "checkpoints" / "last.ckpt", weights_only=True)["state_dict"] for r in (run, reference)
+    ]
     assert [key for key in last[1] if not torch.equal(last[0][key], last[1][key])] == []
 
 

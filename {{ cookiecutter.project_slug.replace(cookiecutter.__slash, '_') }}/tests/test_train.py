@@ -48,7 +48,7 @@ def test_a_command_line_run_is_quiet_and_its_directory_says_how_to_reproduce_it(
     assert "max_epochs: 3\n" in (run / "config.yaml").read_text()  # the full resolved config
     info = json.loads((run / ".hydra" / "run_info.json").read_text())
     assert info["command"][1:] == [str(ROOT / "train.py"), *overrides]
-    assert info["seed"] == 42 and "commit" in info["git"] and info["hostname"] and info["cpus"]
+    assert "git" in info and info["machine"] and info["python"]
     assert {"torch", "lightning", "hydra-core"} <= {name.lower() for name in info["packages"]}
 
 
@@ -63,13 +63,18 @@ def test_the_default_run_reaches_its_target_accuracy_in_at_most_40_console_lines
     assert metrics(run)["test/acc"] >= {{ '0.97' if cookiecutter.example == 'digits' else '0.9' }}
 
 
-@pytest.mark.parametrize("no_logger", ["logger=[]", "logger=null", "~logger"])
-def test_a_run_without_logger_leaves_out_what_needs_one(no_logger: str, tmp_path: Path) -> None:
-    result = run_script("train.py", *QUICK[:-2], no_logger, cwd=tmp_path)
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert result.stdout.count("No logger: the learning rate monitor is left out.") == 1
-    (run,) = run_dirs(tmp_path / "logs")
-    assert metrics(run).keys() >= METRIC_KEYS
+@pytest.mark.parametrize("no_logger", ["logger=[]", "~logger"])
+def test_a_run_without_logger_leaves_out_what_needs_one(
+    no_logger: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from conftest import compose_config
+
+    from {{ cookiecutter.package_name }}.train import train
+
+    caplog.set_level("INFO")
+    result = train(compose_config("train", tmp_path, [*QUICK[:-2], no_logger, "callbacks.progress_bar=null"]))
+    assert result.keys() >= METRIC_KEYS
+    assert caplog.text.count("No logger: the learning rate monitor is left out.") == 1
 
 
 def test_seed_zero_is_a_seed(tmp_path: Path) -> None:
@@ -83,7 +88,7 @@ def test_seed_zero_is_a_seed(tmp_path: Path) -> None:
 
 # The reference template's test ideas, run here with no logger at all.
 WITHOUT_LOGGER = {
-    "fast dev run": ["debug=fdr"],
+    "fast dev run (logger=null: how the reference template says it)": ["debug=fdr", "logger=null"],
     "every experiment": ["-m", "experiment=glob(*)", "debug=fdr"],
     "a sweep": ["-m", "seed=1,2", "debug=fdr"],
     "ddp on the cpu": ["debug=limit", "trainer.devices=2", "strategy=ddp", "data.batch_size=32"],
@@ -93,7 +98,8 @@ WITHOUT_LOGGER = {
 @pytest.mark.slow
 @pytest.mark.parametrize("run", WITHOUT_LOGGER, ids=list(WITHOUT_LOGGER))
 def test_the_reference_template_s_checks_pass_without_a_logger(run: str, tmp_path: Path) -> None:
-    result = run_script("train.py", *WITHOUT_LOGGER[run], "logger=[]", cwd=tmp_path, timeout=600)
+    no_logger = [] if "logger=null" in WITHOUT_LOGGER[run] else ["logger=[]"]
+    result = run_script("train.py", *WITHOUT_LOGGER[run], *no_logger, cwd=tmp_path, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
     runs = [p.parent for p in tmp_path.glob("logs/**/metrics.json")]
     assert runs and all(metrics(r).keys() >= {"test/acc", "test/loss"} for r in runs)
