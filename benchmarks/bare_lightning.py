@@ -16,20 +16,22 @@ import lightning as L
 
 
 class EpochTimer(L.Callback):
-    """Writes to `path` the seconds of each training epoch (from its start to the next one's, so
-    validation, checkpoints and logging at its end count) and the training samples per epoch."""
+    """Writes to `path` the wall and CPU seconds of each training epoch (from its start to the next
+    one's, so validation, checkpoints and logging at its end count) and its training samples."""
 
     def __init__(self, path: str) -> None:
         self.path, self.starts = Path(path), []
 
     def on_train_epoch_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        self.starts.append(time.perf_counter())
+        self.starts.append((time.perf_counter(), time.process_time()))
 
     def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        ends = [*self.starts[1:], time.perf_counter()]
-        seconds = [end - start for start, end in zip(self.starts, ends, strict=True)]
+        ends = [*self.starts[1:], (time.perf_counter(), time.process_time())]
+        wall, cpu = (
+            [end[i] - start[i] for start, end in zip(self.starts, ends, strict=True)] for i in (0, 1)
+        )
         samples = len(trainer.train_dataloader.dataset)
-        self.path.write_text(json.dumps({"seconds": seconds, "samples": samples}))
+        self.path.write_text(json.dumps({"seconds": wall, "cpu_seconds": cpu, "samples": samples}))
 
 
 def main(project: Path, times: str, overrides: list[str]) -> None:

@@ -6,8 +6,9 @@ with the template's default batch size, optimizer, schedule and seed: it validat
 and tests at the end, like `python train.py`. torch alone, with no Lightning, Hydra, OmegaConf,
 torchmetrics or W&B: their imports are part of what the benchmark compares.
 
-Prints `epoch <n> <seconds> s <samples> samples val_acc <acc>` per epoch (seconds from the
-epoch's start to the next one's: training and validation), then `test_acc <acc>`.
+Prints `epoch <n> <seconds> s <seconds> cpu_s <samples> samples val_acc <acc>` per epoch (wall
+and CPU seconds from the epoch's start to the next one's: training and validation), then
+`test_acc <acc>`.
 """
 
 import argparse
@@ -80,7 +81,7 @@ def main(project: Path, epochs: int) -> None:
     scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=epochs)
 
     for epoch in range(1, epochs + 1):
-        start = time.perf_counter()
+        start, cpu_start = time.perf_counter(), time.process_time()
         net.train()
         for x, y in train_loader:
             loss = F.cross_entropy(net(x), y)
@@ -89,8 +90,8 @@ def main(project: Path, epochs: int) -> None:
             optimizer.step()
         scheduler.step()
         val_acc = accuracy(net, val_loader)
-        seconds = time.perf_counter() - start
-        print(f"epoch {epoch} {seconds:.4f} s {len(train)} samples val_acc {val_acc:.4f}", flush=True)
+        seconds, cpu = time.perf_counter() - start, time.process_time() - cpu_start
+        print(f"epoch {epoch} {seconds:.4f} s {cpu:.4f} cpu_s {len(train)} samples val_acc {val_acc:.4f}")
     print(f"test_acc {accuracy(net, test_loader):.4f}")
 
 
