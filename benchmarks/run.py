@@ -8,11 +8,12 @@ digits and warms the disk cache), then times, each command in a process of its o
   with torch alone;
 - throughput: training samples/s in the steady epochs (all but the first) of that same
   `python train.py` (default callbacks and logger), of bare_lightning.py (the project's
-  Classifier and DataModule under a bare Trainer) and of plain_train.py.
+  Classifier and DataModule under a bare Trainer) and of plain_train.py, by the wall clock and
+  by each process's CPU time.
 
-Each repetition runs the three trainings once, in a rotating order. Prints a Markdown table:
-the median of each figure over the repetitions, its range, and the guard rails' verdicts.
-A measurement, not a test: on a shared machine, read the range.
+Each round runs the three trainings once, in a rotating order. Prints a Markdown table: the
+median of each figure over the rounds, its range, and the guard rails' verdicts. A measurement,
+not a test: on a shared machine, read the range (benchmarks/README.md).
 """
 
 import argparse
