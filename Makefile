@@ -27,11 +27,12 @@ test-fast: setup  ## the same with one answer set instead of the whole matrix
 	$(PY) -m pytest --fast
 
 lint: setup  ## ruff on the template's own code
-	$(PY) -m ruff check hooks scripts tests
-	$(PY) -m ruff format --check hooks scripts tests
+	$(PY) -m ruff check hooks scripts tests benchmarks
+	$(PY) -m ruff format --check hooks scripts tests benchmarks
 
-bench: setup  ## how long `cookiecutter --no-input` of this template takes (median of 7)
+bench: setup  ## bake time, then a baked project's start-up, end to end and samples/s (benchmarks/)
 	$(PY) scripts/bake_time.py
+	$(PY) benchmarks/run.py
 
 lock: setup  ## rewrite both locks from .venv after changing a dependency
 	$(PY) scripts/lock.py

@@ -1,0 +1,112 @@
+"""`make bench`: the benchmark runs end to end, and its plain yardstick is torch alone."""
+
+import re
+import sys
+from pathlib import Path
+
+import numpy as np
+import yaml
+from conftest import TEMPLATE, bake, run
+from PIL import Image
+
+BENCHMARKS = TEMPLATE / "benchmarks"
+sys.path.insert(0, str(BENCHMARKS))
+
+
+def test_quick_benchmark_prints_every_figure_and_verdict(tmp_path: Path) -> None:
+    result = run(sys.executable, BENCHMARKS / "run.py", "--quick", cwd=tmp_path, TMPDIR=str(tmp_path))
+    assert result.returncode == 0, result.stderr[-3000:]
+    rows = {
+        label: (float(median), verdict)
+        for label, median, verdict in re.findall(
+            r"^\| ([^|]+?) \| ([\d.]+) \| [\d.]+ to [\d.]+ \| [^|]* \| (ok|over|) \|$", result.stdout, re.M
+        )
+    }
+    assert list(rows) == [
+        "`python train.py --help`, s",
+        "`python train.py trainer.max_epochs=2`, s",
+        "plain_train.py, s",
+        "end to end: train.py / plain_train.py",
+        "samples/s: train.py",
+        "samples/s: bare Lightning Trainer",
+        "samples/s: plain loop (for scale)",
+        "parity: train.py / bare Lightning samples/s",
+        "the same by CPU time: samples per CPU s",
+        "test accuracy: train.py",
+        "test accuracy: plain_train.py",
+    ], result.stdout
+    guard_rails = [label for label, (_, verdict) in rows.items() if verdict]
+    assert guard_rails == [
+        "`python train.py --help`, s",
+        "end to end: train.py / plain_train.py",
+        "parity: train.py / bare Lightning samples/s",
+    ]
+    assert all(median > 0 for median, _ in rows.values())
+    # The baked project and cookiecutter's hook copies (tmp*.py) are gone.
+    assert not [path for path in tmp_path.iterdir() if path.name.startswith(("bench-", "tmp"))]
+
+
+def test_plain_script_trains_with_torch_alone(tmp_path: Path) -> None:
+    project = bake(tmp_path)
+    for label in range(2):  # a small image folder in place of the digits
+        (project / "data" / "digits" / str(label)).mkdir(parents=True)
+        for i in range(10):
+            pixels = np.full((8, 8), 10 * i + 120 * label, dtype=np.uint8)
+            Image.fromarray(pixels, mode="L").save(project / "data" / "digits" / str(label) / f"{i}.png")
+    result = run(
+        sys.executable,
+        "-X",
+        "importtime",
+        BENCHMARKS / "plain_train.py",
+        project,
+        "--epochs",
+        "2",
+        cwd=project,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    epoch_line = r"^epoch 2 [\d.]+ s [\d.]+ cpu_s 14 samples val_acc [\d.]+$"
+    assert re.search(epoch_line, result.stdout, re.M), result.stdout
+    assert re.search(r"^test_acc [\d.]+$", result.stdout, re.M)
+    imported = {
+        line.split("|")[-1].strip().split(".")[0] for line in result.stderr.splitlines() if "|" in line
+    }
+    assert {"torch", "sklearn", "PIL"} <= imported
+    forbidden = {
+        "lightning",
+        "pytorch_lightning",
+        "lightning_fabric",
+        "hydra",
+        "omegaconf",
+        "torchmetrics",
+        "wandb",
+    }
+    assert not imported & forbidden
+
+
+def test_plain_script_trains_as_the_default_config_says(default_project: Path) -> None:
+    import plain_train as ours
+
+    configs = next((default_project / "src").glob("*/configs"))
+
+    def read(name: str) -> dict:
+        return yaml.safe_load((configs / name).read_text())
+
+    data, model, net = read("data/_common.yaml"), read("model/classifier.yaml"), read("model/net/cnn.yaml")
+    split = {key: data[key] for key in ("batch_size", "val_fraction", "test_fraction", "split_seed")}
+    assert split == {
+        "batch_size": ours.BATCH_SIZE,
+        "val_fraction": ours.VAL_FRACTION,
+        "test_fraction": ours.TEST_FRACTION,
+        "split_seed": ours.SPLIT_SEED,
+    }
+    assert read("train.yaml")["seed"] == ours.SEED
+    assert model["optimizer"] == {
+        "_target_": "torch.optim.AdamW",
+        "lr": ours.LR,
+        "weight_decay": ours.WEIGHT_DECAY,
+    }
+    assert model["scheduler"]["_target_"] == "torch.optim.lr_scheduler.CosineAnnealingLR"
+    assert {"width": net["width"], "dropout": net["dropout"]} == {
+        "width": ours.WIDTH,
+        "dropout": ours.DROPOUT,
+    }
