@@ -44,6 +44,15 @@ def answer_sets() -> list[dict]:
     return sets
 
 
+def runs_own_suite(answers: dict) -> bool:
+    """Half the sets run their project's own suite: those whose example and logger sit at
+    positions of equal parity, a Latin square (digits-wandb, digits-csv, minimal-tensorboard,
+    minimal-mlflow) in which every value of every option still appears once at least. The
+    other half is checked file by file and trains once (`debug=fdr`)."""
+    example, logger = (INTERACTING[key].index(answers[key]) for key in INTERACTING)
+    return (example + logger) % 2 == 0
+
+
 def answer_id(answers: dict) -> str:
     """A readable test id: digits-wandb-hps_wandb-slurm-docker-ci_github-precommit-MIT-py3.11."""
     parts = [answers["example"], answers["logger"], f"hps_{answers['hparam_search']}"]
