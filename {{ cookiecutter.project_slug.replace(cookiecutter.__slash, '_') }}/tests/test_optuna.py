@@ -26,7 +26,7 @@ TINY = [
     "data.batch_size=64",
     "model/net=mlp",
 ]
-TINY += ["callbacks.progress_bar=null", "callbacks.reports=null"]
+TINY += ["callbacks.progress_bar=null", "callbacks.test_report=null"]
 
 
 def search(study: str, trials: int, *overrides: str) -> list[str]:
