@@ -81,13 +81,21 @@ def test_every_logger_at_once_logs_the_metrics_json_names(
 
 
 @pytest.mark.slow
-def test_without_credentials_wandb_logs_offline_and_a_resumed_run_continues_its_wandb_run(tmp_path: Path) -> None:
+def test_without_credentials_wandb_logs_offline_and_a_resumed_run_continues_its_wandb_run(
+    tmp_path: Path,
+) -> None:
     from conftest import QUICK, run_script
 
     no_account = {"WANDB_MODE": "", "WANDB_API_KEY": "", "HOME": str(tmp_path)}  # no ~/.netrc either
-    stop = ["+callbacks.signal._target_=signal_helpers.SendSignal", "+callbacks.signal.dirpath=${paths.output_dir}",
-            "+callbacks.signal.hook=on_train_batch_end", "+callbacks.signal.step=2"]
-    result = run_script("train.py", *QUICK, "logger=wandb", *stop, cwd=tmp_path, RUN_NAME="no-account", **no_account)
+    stop = [
+        "+callbacks.signal._target_=signal_helpers.SendSignal",
+        "+callbacks.signal.dirpath=${paths.output_dir}",
+        "+callbacks.signal.hook=on_train_batch_end",
+        "+callbacks.signal.step=2",
+    ]
+    result = run_script(
+        "train.py", *QUICK, "logger=wandb", *stop, cwd=tmp_path, RUN_NAME="no-account", **no_account
+    )
     assert result.returncode == 75, result.stderr[-3000:]
     result = run_script("train.py", "resume=no-account", cwd=tmp_path, **no_account)
     assert result.returncode == 0, result.stderr[-3000:]
@@ -100,7 +108,14 @@ def test_multirun_gives_each_job_its_own_wandb_run_grouped_by_the_multirun(tmp_p
     from conftest import run_script
 
     # debug=limit, not fdr: a fast dev run replaces the loggers with a dummy.
-    jobs = ("-m", "seed=0,1", "debug=limit", "trainer.max_epochs=1", "logger=wandb", "callbacks.progress_bar=null")
+    jobs = (
+        "-m",
+        "seed=0,1",
+        "debug=limit",
+        "trainer.max_epochs=1",
+        "logger=wandb",
+        "callbacks.progress_bar=null",
+    )
     result = run_script("train.py", *jobs, cwd=tmp_path, RUN_NAME="grouped")
     assert result.returncode == 0, result.stderr[-3000:]
     sweep = tmp_path / "logs" / "debug" / "multiruns" / "grouped"

@@ -14,8 +14,8 @@ import optuna
 import pytest
 from conftest import ROOT, compose_config, run_script
 
-from {{ cookiecutter.package_name }}.utils.runs import ConfigError
 from {{ cookiecutter.package_name }}.utils.optuna_settings import make, open_storage, search_space
+from {{ cookiecutter.package_name }}.utils.runs import ConfigError
 
 # Tiny trials: 2 epochs of 3 batches, validated on 2, no test, nothing drawn.
 TINY = [

@@ -7,8 +7,8 @@ import pytest
 import torch
 from conftest import best_checkpoint, compose_config
 
-from {{ cookiecutter.package_name }}.predict import predict
 from {{ cookiecutter.package_name }}.eval import model_and_data
+from {{ cookiecutter.package_name }}.predict import predict
 from {{ cookiecutter.package_name }}.utils.runs import ConfigError
 
 
@@ -53,6 +53,9 @@ def test_predictions_are_the_model_s_on_the_data_s_own_inputs(checkpoint: Path, 
 
 def test_inputs_the_model_cannot_take_are_refused(checkpoint: Path, tmp_path: Path) -> None:
     (tmp_path / "notes.txt").write_text("hello")
-    for source, message in ((tmp_path / "notes.txt", "accepts"), (tmp_path / "none", "no such file or folder")):
+    for source, message in (
+        (tmp_path / "notes.txt", "accepts"),
+        (tmp_path / "none", "no such file or folder"),
+    ):
         with pytest.raises(ConfigError, match=message):
             run_predict(checkpoint, source, tmp_path / "run")

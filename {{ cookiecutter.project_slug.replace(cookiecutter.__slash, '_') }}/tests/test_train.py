@@ -20,7 +20,9 @@ def test_short_training_learns(trained_run: tuple[Path, dict[str, float]]) -> No
     assert result["val/acc_best"] >= result["val/acc"] - 1e-6
 
 
-def test_run_directory_holds_checkpoints_metrics_and_pictures(trained_run: tuple[Path, dict[str, float]]) -> None:
+def test_run_directory_holds_checkpoints_metrics_and_pictures(
+    trained_run: tuple[Path, dict[str, float]],
+) -> None:
     run, result = trained_run
     assert {p.name for p in (run / "checkpoints").glob("*.ckpt")} >= {"last.ckpt"}
     assert len(list((run / "checkpoints").glob("epoch_*.ckpt"))) == 1  # the best
@@ -44,7 +46,9 @@ def test_a_command_line_run_is_quiet_and_its_directory_says_how_to_reproduce_it(
     assert "\x1b[" not in console and "\r" not in console
     assert not [word for word in NOISE if word in console], console
     assert (run / "train.log").read_text().count("epoch 3/3") == 1
-    assert {"config.yaml", "overrides.yaml", "hydra.yaml", "run_info.json"} <= {p.name for p in (run / ".hydra").iterdir()}
+    assert {"config.yaml", "overrides.yaml", "hydra.yaml", "run_info.json"} <= {
+        p.name for p in (run / ".hydra").iterdir()
+    }
     assert "max_epochs: 3\n" in (run / "config.yaml").read_text()  # the full resolved config
     info = json.loads((run / ".hydra" / "run_info.json").read_text())
     assert info["command"][1:] == [str(ROOT / "train.py"), *overrides]
@@ -78,9 +82,9 @@ def test_a_run_without_logger_leaves_out_what_needs_one(
 
 
 def test_seed_zero_is_a_seed(tmp_path: Path) -> None:
-    from {{ cookiecutter.package_name }}.train import train
-
     from conftest import compose_config
+
+    from {{ cookiecutter.package_name }}.train import train
 
     first = train(compose_config("train", tmp_path / "a", ["seed=0", *QUICK]))
     assert first == train(compose_config("train", tmp_path / "b", ["seed=0", *QUICK]))

@@ -39,5 +39,7 @@ class BlobsDataModule(CSVDataModule):
         with partial.open("w", newline="") as file:
             writer = csv.writer(file)
             writer.writerow([*(f"x{i}" for i in range(features)), "label"])
-            writer.writerows([*map(float, row), int(label)] for row, label in zip(points, labels, strict=True))
+            writer.writerows(
+                [*map(float, row), int(label)] for row, label in zip(points, labels, strict=True)
+            )
         os.replace(partial, self.path)  # whole or not at all

@@ -22,9 +22,9 @@ from hydra.core.utils import JobStatus
 from hydra.plugins.sweeper import Sweeper
 from omegaconf import DictConfig, OmegaConf
 
-from {{ cookiecutter.package_name }}.utils.runs import ConfigError
 from {{ cookiecutter.package_name }}.utils.optuna_results import report
 from {{ cookiecutter.package_name }}.utils.optuna_settings import make, open_storage, search_space
+from {{ cookiecutter.package_name }}.utils.runs import ConfigError
 
 log = logging.getLogger(__name__)
 # The callback through which a trial reports its metric (hparams_search/optuna.yaml).

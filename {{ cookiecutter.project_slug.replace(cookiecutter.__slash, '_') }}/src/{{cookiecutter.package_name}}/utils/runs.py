@@ -132,7 +132,9 @@ def find_run(runs: str, resume: str) -> Path:
         if (candidate / ".hydra").is_dir():
             return candidate.resolve()
     recent = ", ".join(sorted((d.name for d in found), reverse=True)[:5]) or "none"
-    raise ConfigError(f"resume={resume!r}: no such run. Accepted: latest, a run's directory or name: {recent}.")
+    raise ConfigError(
+        f"resume={resume!r}: no such run. Accepted: latest, a run's directory or name: {recent}."
+    )
 
 
 def run_dir(runs: str, resume: str | None = None) -> str:
