@@ -229,7 +229,7 @@ def test_own_test_suite_passes(project: Path, answers: dict) -> None:
         pytest.skip("the default answers: test_default_project_passes_its_whole_suite runs this suite")
     if not runs_own_suite(answers):
         pytest.skip("the other half of the matrix runs the suites (conftest.runs_own_suite)")
-    result = run(*PYTEST, "-m", "not slow", cwd=project)
+    result = run(*PYTEST, "-m", "not slow", cwd=project, timeout=1800)  # 3 min alone; shared, longer
     assert result.returncode == 0, failures(result)
     assert " passed" in result.stdout
 
@@ -239,7 +239,7 @@ def test_slurm_project_runs_its_jobs_on_a_real_cluster(tmp_path: Path) -> None:
     to a one-node SLURM cluster that they start. They need root, slurm-wlm and munge (.ci/run
     installs them), skip without them, and fail instead where the variable CI is set."""
     project = bake(tmp_path, **next(answers for answers in answer_sets() if answers["slurm"]))
-    result = run(*PYTEST, "-m", "slurm", "-rs", cwd=project)
+    result = run(*PYTEST, "-m", "slurm", "-rs", cwd=project, timeout=1800)
     assert result.returncode == 0, failures(result)
     if " passed" not in result.stdout:
         skipped = [line.split(": ", 1)[-1] for line in result.stdout.splitlines() if "SKIPPED" in line]
@@ -252,7 +252,7 @@ def test_default_project_passes_its_whole_suite(default_project: Path) -> None:
     On two workers, as the project's `make test-all` runs it (about 4 min alone on 2 cores,
     7.5 min on one): the longest test here, so it leaves no long tail on one core.
     """
-    result = run(*PYTEST, "-n", "2", cwd=default_project)
+    result = run(*PYTEST, "-n", "2", cwd=default_project, timeout=2400)
     assert result.returncode == 0, failures(result)
     assert " passed" in result.stdout and "deselected" not in result.stdout
 

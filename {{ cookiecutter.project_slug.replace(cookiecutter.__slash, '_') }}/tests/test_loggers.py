@@ -80,7 +80,7 @@ def test_every_logger_at_once_logs_the_metrics_json_names(
 {%- if cookiecutter.__wandb == 'True' %}
 
 
-@pytest.mark.slow
+# Fast, not slow: the first command of a new user without a W&B account.
 def test_without_credentials_wandb_logs_offline_and_a_resumed_run_continues_its_wandb_run(
     tmp_path: Path,
 ) -> None:

@@ -204,13 +204,13 @@ def run_id(run: str) -> str:  # a logger's run id from the run directory: each s
 {%- if cookiecutter.__wandb == 'True' %}
 
 
-def wandb_offline() -> bool:
+def wandb_mode() -> str | None:
     """Offline unless W&B can log in without asking (WANDB_API_KEY, `wandb login`) or WANDB_MODE says."""
     try:
         logged_in = netrc.netrc().authenticators("api.wandb.ai")
     except (OSError, netrc.NetrcParseError):
         logged_in = None
-    return not ({"WANDB_MODE", "WANDB_API_KEY"} & os.environ.keys() or logged_in)
+    return None if os.environ.get("WANDB_MODE") or os.environ.get("WANDB_API_KEY") or logged_in else "offline"
 {%- endif %}
 
 
@@ -225,6 +225,6 @@ def write_json(path: Path, values: dict) -> None:
 
 
 # The configs' own ${...} functions (resolved once per run), wherever this module is imported.
-for function in [project_root, run_name, run_dir, hydra_subdir, multirun_name, run_id{{ ", wandb_offline" if cookiecutter.__wandb == "True" }}]:
+for function in [project_root, run_name, run_dir, hydra_subdir, multirun_name, run_id{{ ", wandb_mode" if cookiecutter.__wandb == "True" }}]:
     if not OmegaConf.has_resolver(function.__name__):
         OmegaConf.register_new_resolver(function.__name__, function, use_cache=True)
