@@ -105,9 +105,17 @@ def run(
         # Under `make test` the workers share the cores: torch in what each runs gets its share
         # (one pool per core in each oversubscribes them, and ran the projects' suites slower).
         full_env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // workers)))
-    return subprocess.run(
-        [str(c) for c in command], cwd=cwd, env=full_env, capture_output=True, text=True, timeout=timeout
-    )
+    try:
+        return subprocess.run(
+            [str(c) for c in command], cwd=cwd, env=full_env, capture_output=True, text=True, timeout=timeout
+        )
+    except subprocess.TimeoutExpired as error:  # what it printed says where it stopped
+        printed = "".join(
+            text if isinstance(text, str) else text.decode() for text in (error.stdout, error.stderr) if text
+        )
+        pytest.fail(
+            f"{' '.join(map(str, command))} still running after {timeout} s; it printed:\n{printed[-6000:]}"
+        )
 
 
 @pytest.fixture(scope="session")

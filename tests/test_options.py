@@ -210,7 +210,18 @@ def test_fast_debug_run(project: Path, tmp_path: Path) -> None:
 
 
 # A project's own test suite: quiet, with short tracebacks.
-PYTEST = ("python", "-m", "pytest", "-q", "--tb=short", "-p", "no:cacheprovider")
+# A test still running after 10 minutes prints every thread's stack (pytest's faulthandler).
+PYTEST = (
+    "python",
+    "-m",
+    "pytest",
+    "-q",
+    "--tb=short",
+    "-p",
+    "no:cacheprovider",
+    "-o",
+    "faulthandler_timeout=600",
+)
 
 
 def failures(result: subprocess.CompletedProcess[str]) -> str:

@@ -160,8 +160,9 @@ def opened(url: str) -> str:
 
 def test_workers_creating_a_new_database_at_once_all_open_it(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'new.db'}"  # each creates its tables: without retrying, some fail
-    with multiprocessing.get_context("fork").Pool(4) as pool:
-        assert pool.map(opened, [url] * 4) == ["opened"] * 4
+    # spawn: a fork of this process, whose earlier tests left threads running, can deadlock.
+    with multiprocessing.get_context("spawn").Pool(4) as pool:
+        assert pool.map_async(opened, [url] * 4).get(timeout=120) == ["opened"] * 4
 
 
 def test_search_space_takes_hydras_sweep_grammar_and_names_what_it_cannot_search() -> None:
