@@ -14,7 +14,7 @@ import pytest
 import torch
 from conftest import QUICK, ROOT, compose_config, metrics, run_dirs, run_script
 
-from {{ cookiecutter.package_name }}.utils.runs import EXIT_CODE
+from {{ cookiecutter.package_name }}.utils.runs import EXIT_CODE, ConfigError, resume_overrides
 
 STOP_AT_STEP_2 = [
     "+callbacks.signal._target_=signal_helpers.SendSignal",
@@ -61,6 +61,16 @@ def test_resume_continues_with_the_run_s_own_config_and_may_extend_it(stopped: P
     again = run_script("train.py", f"resume={stopped}", cwd=tmp_path)
     assert again.returncode == 0 and "nothing to do" in again.stderr
     assert snapshot(stopped) == before
+
+
+def test_a_resume_may_change_the_hardware_and_the_length_only(tmp_path: Path) -> None:
+    (tmp_path / ".hydra").mkdir()
+    (tmp_path / ".hydra" / "overrides.yaml").write_text("- seed=3\n- trainer.max_epochs=3\n")
+    moved = ["trainer=gpu", "trainer.max_epochs=5", "trainer.devices=2", "strategy=ddp", "data.num_workers=2"]
+    assert resume_overrides(tmp_path, ["resume=x", *moved]) == ["seed=3", *moved]
+    for changed in ("seed=4", "trainer.gradient_clip_val=1.0", "trainer.precision=16-mixed", "data=csv"):
+        with pytest.raises(ConfigError, match=re.escape(f"these would change it: {changed}.")):
+            resume_overrides(tmp_path, ["trainer.devices=2", changed])
 
 
 def test_resume_of_a_run_in_use_is_refused_naming_the_holder(tmp_path: Path) -> None:

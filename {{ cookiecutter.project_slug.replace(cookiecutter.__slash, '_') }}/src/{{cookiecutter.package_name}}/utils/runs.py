@@ -24,8 +24,8 @@ from omegaconf import OmegaConf
 log = logging.getLogger(__name__)
 EXIT_CODE = 75  # EX_TEMPFAIL of sysexits.h: a temporary failure; running again continues the work
 received: list[str] = []  # the stop signals this process has received
-# What a resume may change (more epochs, other hardware, another launcher): not the result.
-MAY_CHANGE = ("trainer.max_", "trainer.accelerator", "trainer.devices", "trainer.num_nodes", "trainer")
+# What a resume may change besides trainer=<option>: more epochs, other hardware, another launcher.
+MAY_CHANGE = ("trainer.max_", "trainer.accelerator", "trainer.devices", "trainer.num_nodes")
 MAY_CHANGE += ("strategy", "data.num_workers", "hydra", "extras")
 
 
@@ -154,7 +154,7 @@ def resume_overrides(run: Path, given: list[str]) -> list[str]:
     saved = yaml.safe_load((run / ".hydra" / "overrides.yaml").read_text()) or []
     key = lambda override: override.split("=", 1)[0].lstrip("+~")  # noqa: E731
     new = [o for o in given if key(o) != "resume" and o not in saved]
-    if refused := [o for o in new if not key(o).startswith(MAY_CHANGE)]:
+    if refused := [o for o in new if key(o) != "trainer" and not key(o).startswith(MAY_CHANGE)]:
         raise ConfigError(
             f"resume={run} continues that run with its own config ({' '.join(saved) or 'no overrides'}); "
             f"these would change it: {' '.join(refused)}. A resume may change trainer.max_epochs or "
