@@ -38,7 +38,7 @@ def export(cfg: DictConfig) -> Path:
     exported = onnx.load(path)
     onnx.helper.set_model_props(exported, {"metadata": json.dumps(metadata)})
     onnx.save(exported, path)
-    path.with_name("model.json").write_text(json.dumps(metadata, indent=2) + "\n")
+    runs.write_json(path.with_name("model.json"), metadata)
     log.info(f"Exported: {path}")
     return path
 

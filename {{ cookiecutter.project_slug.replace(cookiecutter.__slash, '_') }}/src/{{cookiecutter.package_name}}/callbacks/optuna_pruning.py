@@ -5,12 +5,13 @@ job of its own, perhaps on another machine, so it reaches its study through the 
 ends like a finished one (tested, metrics.json written), with pruned.json saying when it stopped.
 """
 
-import json
 import logging
 from pathlib import Path
 from typing import Any
 
 import lightning as L
+
+from {{ cookiecutter.package_name }}.utils.runs import write_json
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +56,5 @@ class OptunaPruning(L.Callback):
         if prune:  # the sweeper reads it back, to tell the study
             self.trial.set_user_attr("pruned_epoch", trainer.current_epoch)
             marker = {"trial": self.number, "epoch": trainer.current_epoch, "step": trainer.global_step}
-            (self.dirpath / "pruned.json").write_text(
-                json.dumps({**marker, self.monitor: float(value)}) + "\n"
-            )
+            write_json(self.dirpath / "pruned.json", {**marker, self.monitor: float(value)})
             log.info(f"Optuna pruned trial {self.number} at epoch {trainer.current_epoch}: stopping.")

@@ -1,6 +1,5 @@
 """The config, checked before anything heavy loads; what ran, recorded in its run directory."""
 
-import json
 import logging
 import os
 import platform
@@ -17,7 +16,7 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import DictConfig, OmegaConf
 
-from {{ cookiecutter.package_name }}.utils.runs import ConfigError
+from {{ cookiecutter.package_name }}.utils.runs import ConfigError, write_json
 
 TYPES = {bool: "true or false", int: "an integer", float: "a number"}
 
@@ -78,4 +77,4 @@ def save_config(cfg: DictConfig, run: Path, first_start: bool = False) -> None:
             "packages": {d.metadata["Name"]: d.version for d in metadata.distributions()},
             "machine": f"{socket.gethostname()}, {platform.platform()}, {os.cpu_count()} CPUs",
         }
-        (run / ".hydra" / "run_info.json").write_text(json.dumps(info, indent=2) + "\n")
+        write_json(run / ".hydra" / "run_info.json", info)

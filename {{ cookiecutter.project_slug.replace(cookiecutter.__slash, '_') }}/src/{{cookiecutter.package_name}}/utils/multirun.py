@@ -15,6 +15,8 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, open_dict, read_write
 
+from {{ cookiecutter.package_name }}.utils.runs import write_json
+
 log = logging.getLogger(__name__)
 
 
@@ -53,8 +55,7 @@ class MultirunSummary(Callback):
                 std = statistics.stdev(found) if len(found) > 1 else 0.0
                 spread[key] = {"mean": statistics.fmean(found), "std": std, "n": len(found)}
         if jobs:
-            summary = json.dumps({"jobs": jobs, "metrics": spread}, indent=2)
-            (sweep / "summary.json").write_text(summary + "\n")
+            write_json(sweep / "summary.json", {"jobs": jobs, "metrics": spread})
             tests = ", ".join(
                 f"{k} {v['mean']:.4f} ± {v['std']:.4f}" for k, v in spread.items() if "test" in k
             )

@@ -109,7 +109,7 @@ def held(run: Path) -> Iterator[None]:
         if who := holder(run):
             raise ConfigError(f"{run} is in use by {who}. Wait for it to end, or stop it first.")
         lock = dict(host=socket.gethostname(), pid=os.getpid(), launch=launch_id(), since=f"{datetime.now()}")
-        (run / ".lock").write_text(json.dumps(lock) + "\n")
+        write_json(run / ".lock", lock)
         for partial in run.glob("**/.*.tmp"):  # left by a process killed while writing
             partial.unlink()
     try:
