@@ -16,10 +16,17 @@ from {{ cookiecutter.package_name }}.data.labelled import LabelledDataModule
 SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tif", ".tiff", ".webp")
 
 
+def to_tensor(image: Image.Image, size: tuple[int, int], channels: int) -> Tensor:
+    """A float tensor (channels, height, width) in [0, 1] of `size` (H, W): in training and predict.py."""
+    image = image.convert("L" if channels == 1 else "RGB")
+    pixels = np.asarray(image.resize(size[::-1], Image.Resampling.BILINEAR), dtype=np.float32)
+    tensor = torch.from_numpy(pixels / 255)
+    return tensor.unsqueeze(0) if channels == 1 else tensor.permute(2, 0, 1)
+
+
 @dataclass
 class ImageFiles(Dataset):
-    """(image, label) pairs, each file read when asked for and made a float tensor (channels,
-    height, width) in [0, 1] of `size` (H, W) by `to_tensor`, as in predict.py."""
+    """(image, label) pairs, each file read when asked for and made a tensor by `to_tensor`."""
 
     files: Sequence[Path]
     labels: Sequence[int]
@@ -31,13 +38,7 @@ class ImageFiles(Dataset):
 
     def __getitem__(self, index: int) -> tuple[Tensor, int]:
         with Image.open(self.files[index]) as image:
-            return self.to_tensor(image), self.labels[index]
-
-    def to_tensor(self, image: Image.Image) -> Tensor:
-        image = image.convert("L" if self.channels == 1 else "RGB")
-        pixels = np.asarray(image.resize(self.size[::-1], Image.Resampling.BILINEAR), dtype=np.float32)
-        tensor = torch.from_numpy(pixels / 255)
-        return tensor.unsqueeze(0) if self.channels == 1 else tensor.permute(2, 0, 1)
+            return to_tensor(image, self.size, self.channels), self.labels[index]
 
 
 class ImageFolderDataModule(LabelledDataModule):
@@ -84,7 +85,7 @@ class ImageFolderDataModule(LabelledDataModule):
         return (self.channels, *self.size)
 
     def transform(self, image: Image.Image) -> Tensor:  # one image to one input, in training and predict.py
-        return ImageFiles([], [], self.size, self.channels).to_tensor(image)
+        return to_tensor(image, self.size, self.channels)
 
     def load(self) -> tuple[Dataset, Sequence[int]]:
         files, labels = zip(*self.images, strict=True)
