@@ -3,6 +3,7 @@
 import csv
 import json
 import os
+import socket
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -66,7 +67,8 @@ def run_script(
     }
     # A suite started under SLURM or torchrun must not hand its launcher to the runs.
     for key in ("HYDRA_FULL_ERROR", "RUN_NAME", "SLURM_JOB_ID", "TORCHELASTIC_RUN_ID", "RANK", "LOCAL_RANK"):
-        full_env.pop(key, None) if key not in env else None
+        if key not in env:
+            full_env.pop(key, None)
     for key in [key for key, value in env.items() if value == ""]:
         full_env.pop(key)
     cwd.mkdir(parents=True, exist_ok=True)
@@ -81,6 +83,26 @@ def run_dirs(root: Path) -> list[Path]:
 
 def metrics(run: Path) -> dict[str, float]:
     return json.loads((run / "metrics.json").read_text())
+
+
+def assert_same_run(run: Path, reference: Path) -> None:
+    """The same metrics.json, and in last.ckpt the same weights to the bit."""
+    import torch
+
+    assert metrics(run) == metrics(reference)
+    got, expected = (
+        torch.load(r / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=True)["state_dict"]
+        for r in (run, reference)
+    )
+    assert got.keys() == expected.keys()
+    assert [key for key in expected if not torch.equal(got[key], expected[key])] == []
+
+
+def free_port() -> int:
+    """A TCP port free on this machine now."""
+    with socket.socket() as probe:
+        probe.bind(("", 0))
+        return probe.getsockname()[1]
 
 
 def write_image_folder(root: Path, classes: int = 3, size: int = 16, per_class: int = 40) -> Path:

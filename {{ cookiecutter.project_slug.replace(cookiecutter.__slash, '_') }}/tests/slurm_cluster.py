@@ -18,6 +18,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from conftest import free_port
+
 DAEMONS = ("munged", "slurmctld", "slurmd")
 COMMANDS = ("sbatch", "srun", "squeue", "scontrol", "scancel", "sinfo")
 # States a job does not leave by itself (a requeue puts it back to PENDING).
@@ -38,12 +40,6 @@ def unavailable() -> str | None:
     if os.geteuid() != 0:
         return "needs root: it starts SLURM's daemons (munged, slurmctld, slurmd) as root"
     return None
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("", 0))
-        return probe.getsockname()[1]
 
 
 def _memory_mib() -> int:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import QUICK, ROOT, metrics, run_dirs, run_script
+from conftest import QUICK, ROOT, assert_same_run, metrics, run_dirs, run_script
 
 from {{ cookiecutter.package_name }}.utils.runs import EXIT_CODE
 
@@ -30,16 +30,6 @@ PHASES = {
     "test": ([*SIGNAL.split(), "+callbacks.signal.hook=on_test_batch_end"], EXIT_CODE),
     "teardown": ([*SIGNAL.split(), "+callbacks.signal.hook=on_test_end"], 0),
 }
-
-
-def weights(run: Path) -> dict[str, torch.Tensor]:
-    return torch.load(run / "checkpoints" / "last.ckpt", weights_only=True)["state_dict"]
-
-
-def assert_same_run(run: Path, reference: Path) -> None:
-    assert metrics(run) == metrics(reference)
-    expected = weights(reference)
-    assert all(torch.equal(value, expected[key]) for key, value in weights(run).items())
 
 
 @pytest.fixture(scope="module")

@@ -4,7 +4,6 @@ import importlib.util
 import itertools
 import os
 import re
-import socket
 import stat
 import subprocess
 import sys
@@ -14,7 +13,7 @@ from pathlib import Path
 import hydra
 import pytest
 import torch
-from conftest import QUICK, compose_config, metrics, run_dirs, run_script
+from conftest import QUICK, assert_same_run, compose_config, free_port, metrics, run_dirs, run_script
 from test_configs import options
 
 from {{ cookiecutter.package_name }}.utils.runs import run_name
@@ -111,14 +110,6 @@ def two_processes(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return run
 
 
-def assert_same_run(run: Path, reference: Path) -> None:
-    assert metrics(run) == metrics(reference)
-    last = [
-        torch.load(r / "checkpoints" / "last.ckpt", weights_only=True)["state_dict"] for r in (run, reference)
-    ]
-    assert [key for key in last[1] if not torch.equal(last[0][key], last[1][key])] == []
-
-
 @pytest.mark.slow
 def test_ddp_writes_one_run_directory_close_to_one_process(two_processes: Path, tmp_path: Path) -> None:
     one = run_script("train.py", "trainer.accelerator=cpu", *QUICK[-2:], "trainer.max_epochs=3", cwd=tmp_path)
@@ -136,12 +127,6 @@ def test_torchrun_writes_one_run_equal_to_lightning_s_own_ddp(two_processes: Pat
     (run,) = run_dirs(tmp_path / "logs")
     assert run.name.startswith("torchrun-")
     assert_same_run(run, two_processes)
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 @pytest.mark.slow

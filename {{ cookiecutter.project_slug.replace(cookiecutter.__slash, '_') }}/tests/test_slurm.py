@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import ROOT, compose_config, run_script
-from slurm_cluster import ENDED, Cluster, free_port, started_cluster, unavailable
+from conftest import ROOT, assert_same_run, compose_config, free_port, run_script
+from slurm_cluster import ENDED, Cluster, started_cluster, unavailable
 
 SBATCH = ROOT / "scripts" / "slurm" / "train.sbatch"
 # Two epochs of six training batches, CSV logs: seconds per run.
@@ -155,20 +155,6 @@ def only_run(cwd: Path) -> Path:
     return runs[0]
 
 
-def metrics(run: Path) -> dict[str, float]:
-    return json.loads((run / "metrics.json").read_text())
-
-
-def assert_same_weights(run: Path, reference: Path) -> None:
-    def weights(run: Path) -> dict[str, torch.Tensor]:
-        last = run / "checkpoints" / "last.ckpt"
-        return torch.load(last, map_location="cpu", weights_only=True)["state_dict"]
-
-    got, expected = weights(run), weights(reference)
-    assert got.keys() == expected.keys()
-    assert [key for key in expected if not torch.equal(got[key], expected[key])] == []
-
-
 def local_run(cwd: Path, *overrides: str) -> Path:
     """The same training on this machine, without SLURM: what a job must reproduce."""
     result = run_script("train.py", *TINY, *overrides, cwd=cwd, RUN_NAME="local", **THREADS)
@@ -205,8 +191,7 @@ def test_sbatch_trains_with_ddp_over_srun_into_one_run_directory(ddp_job, two_pr
     assert run.name == f"slurm-{job_id}"
     assert len(list(cwd.rglob("metrics.json"))) == 1
     # Two ranks over srun, the same as two processes started by Lightning here, to the bit.
-    assert metrics(run) == metrics(two_processes)
-    assert_same_weights(run, two_processes)
+    assert_same_run(run, two_processes)
 
 
 @pytest.mark.slow
@@ -255,8 +240,7 @@ def test_multirun_through_submitit_runs_on_the_cluster_and_a_stopped_job_continu
     summary = json.loads((sweep_dir / "summary.json").read_text())
     assert [job["overrides"][0] for job in summary["jobs"]] == list(SWEPT)
     # Job 0 was requeued, continued in its directory and ended as if never stopped; job 1 ran once.
-    assert metrics(sweep_dir / "0") == metrics(one_process)
-    assert_same_weights(sweep_dir / "0", one_process)
+    assert_same_run(sweep_dir / "0", one_process)
     second = first.removesuffix("_0") + "_1"
     assert ended(cluster.wait(first, restarts=1)) == ("COMPLETED", "0:0", "1")
     assert ended(cluster.wait(second)) == ("COMPLETED", "0:0", "0")
@@ -329,8 +313,7 @@ def test_stopped_job_requeues_and_ends_like_an_uninterrupted_run(
     cluster: Cluster, stop: str, one_process: Path, tmp_path: Path
 ) -> None:
     run = preempt_and_finish(cluster, tmp_path, stop)
-    assert metrics(run) == metrics(one_process)
-    assert_same_weights(run, one_process)
+    assert_same_run(run, one_process)
 
 
 @pytest.mark.slow
@@ -339,5 +322,4 @@ def test_stopped_ddp_job_requeues_and_ends_like_an_uninterrupted_run(
     cluster: Cluster, two_processes: Path, tmp_path: Path
 ) -> None:
     run = preempt_and_finish(cluster, tmp_path, "warning_to_batch_shell", "strategy=ddp", tasks=2)
-    assert metrics(run) == metrics(two_processes)
-    assert_same_weights(run, two_processes)
+    assert_same_run(run, two_processes)
