@@ -1,17 +1,19 @@
 """What a baked project costs, measured: `make bench` (or `python benchmarks/run.py`).
 
 Bakes the default project into a temporary folder, runs it once untimed (which writes the
-digits and warms the disk cache), then times, each command in a process of its own:
+digits and warms the disk cache), then times:
 
 - start-up: `python train.py --help`;
 - end to end: `python train.py trainer.max_epochs=N` against plain_train.py, the same training
-  with torch alone;
-- throughput: training samples/s in the steady epochs (all but the first) of that same
-  `python train.py` (default callbacks and logger), of bare_lightning.py (the project's
-  Classifier and DataModule under a bare Trainer) and of plain_train.py, by the wall clock and
-  by each process's CPU time.
+  with torch alone, each alone;
+- throughput: training samples/s in the steady epochs (all but the first) of `python train.py`
+  (default callbacks and logger) and of bare_lightning.py (the project's Classifier and
+  DataModule under a bare Trainer), run at once and training in turn, a step each (see
+  bare_lightning.EpochTimer), by the wall clock and by each process's CPU time; parity is the
+  median over the steady epochs of the ratio of the two processes' epochs of the same number.
+  plain_train.py's samples/s, alone, for scale.
 
-Each round runs the three trainings once, in a rotating order. Prints a Markdown table: the
+Each round runs the three measurements once, in a rotating order. Prints a Markdown table: the
 median of each figure over the rounds, its range, and the guard rails' verdicts. A measurement,
 not a test: on a shared machine, read the range (benchmarks/README.md).
 """
@@ -55,6 +57,26 @@ def timed(project: Path, env: dict[str, str], *command: str | Path) -> tuple[flo
     return seconds, result.stdout
 
 
+def together(project: Path, env: dict[str, str], commands: dict[str, list], logs: Path) -> None:
+    """`python *command` for every command, all at once in `project`; if one fails, all stop."""
+    processes = {}
+    for name, command in commands.items():
+        with open(logs / f"{name}.log", "w") as log:
+            processes[name] = subprocess.Popen(
+                [sys.executable, *map(str, command)], cwd=project, env=env, stdout=log, stderr=log
+            )
+    while True:
+        codes = {name: process.poll() for name, process in processes.items()}
+        if failed := [name for name, code in codes.items() if code not in (None, 0)]:
+            for process in processes.values():
+                process.kill()
+            log = (logs / f"{failed[0]}.log").read_text()
+            raise SystemExit(f"python {commands[failed[0]][0]} failed:\n{log[-3000:]}")
+        if None not in codes.values():
+            return
+        time.sleep(0.5)
+
+
 def measure(
     project: Path, env: dict[str, str], epochs: int, rounds: int, overrides: list[str]
 ) -> dict[str, list[float]]:
@@ -69,19 +91,13 @@ def measure(
         add(f"{name} samples/s", samples / statistics.median(wall[1:]))
         add(f"{name} samples/cpu s", samples / statistics.median(cpu[1:]))
 
-    def add_timed(name: str, path: Path) -> None:
-        timer = json.loads(path.read_text())  # written by bare_lightning.EpochTimer
-        add_speeds(name, timer["seconds"], timer["cpu_seconds"], timer["samples"])
+    def timer(path: Path, turns: Path, turn: int) -> list[str]:
+        options = {"_target_": "bare_lightning.EpochTimer", "path": path, "turns": turns, "turn": turn}
+        return [f"+callbacks.bench_timer.{key}={value}" for key, value in options.items()]
 
     def template() -> None:
-        times = project / "template-epochs.json"
-        timer = [
-            "+callbacks.bench_timer._target_=bare_lightning.EpochTimer",
-            f"+callbacks.bench_timer.path={times}",
-        ]
-        seconds, _ = timed(project, env, "train.py", f"trainer.max_epochs={epochs}", *timer, *overrides)
+        seconds, _ = timed(project, env, "train.py", f"trainer.max_epochs={epochs}", *overrides)
         add("template s", seconds)
-        add_timed("template", times)
         newest = max((project / "logs" / "train" / "runs").glob("*/metrics.json"), key=os.path.getmtime)
         add("template test acc", json.loads(newest.read_text())["test/acc"])
 
@@ -93,18 +109,28 @@ def measure(
         add_speeds("plain", [float(s) for s in wall], [float(s) for s in cpu], int(samples[0]))
         add("plain test acc", float(re.search(r"^test_acc ([\d.]+)", out, re.M)[1]))
 
-    def bare() -> None:
-        times = project / "bare-epochs.json"
-        timed(project, env, HERE / "bare_lightning.py", ".", times, f"trainer.max_epochs={epochs}")
-        add_timed("bare", times)
+    def in_turns() -> None:
+        """train.py and bare_lightning.py at once, training in turn, a step each (EpochTimer)."""
+        turns = Path(tempfile.mkdtemp(dir=project))
+        first = len(figures.get("parity", [])) % 2  # which one starts each pair: alternates
+        length = f"trainer.max_epochs={epochs}"
+        commands = {
+            "template": ["train.py", length, *timer(turns / "template.json", turns, first), *overrides],
+            "bare": [HERE / "bare_lightning.py", ".", turns / "bare.json", turns, 1 - first, length],
+        }
+        together(project, env, commands, turns)
+        pair = {name: json.loads((turns / f"{name}.json").read_text()) for name in commands}
+        for name, times in pair.items():
+            add_speeds(name, times["seconds"], times["cpu_seconds"], times["samples"])
+        for key, figure in (("seconds", "parity"), ("cpu_seconds", "cpu parity")):
+            epoch_pairs = zip(pair["bare"][key][1:], pair["template"][key][1:], strict=True)
+            add(figure, statistics.median(bare / template for bare, template in epoch_pairs))
 
-    runs: list[Callable[[], None]] = [template, plain, bare]
+    runs: list[Callable[[], None]] = [template, plain, in_turns]
     for i in range(rounds):
         for run in runs[i % 3 :] + runs[: i % 3]:
             run()
         add("end to end", figures["template s"][-1] / figures["plain s"][-1])
-        add("parity", figures["template samples/s"][-1] / figures["bare samples/s"][-1])
-        add("cpu parity", figures["template samples/cpu s"][-1] / figures["bare samples/cpu s"][-1])
     return figures
 
 
@@ -112,7 +138,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--rounds", type=int, default=3, help="repetitions of the three trainings")
+    parser.add_argument("--rounds", type=int, default=3, help="repetitions of the three measurements")
     parser.add_argument("--starts", type=int, default=5, help="repetitions of `train.py --help`")
     parser.add_argument("--epochs", type=int, default=5, help="epochs of every training (2 or more)")
     parser.add_argument(

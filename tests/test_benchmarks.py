@@ -1,8 +1,12 @@
 """`make bench`: the benchmark runs end to end, and its plain yardstick is torch alone."""
 
+import json
 import re
 import sys
+import threading
+import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import yaml
@@ -44,6 +48,35 @@ def test_quick_benchmark_prints_every_figure_and_verdict(tmp_path: Path) -> None
     assert all(median > 0 for median, _ in rows.values())
     # The baked project and cookiecutter's hook copies (tmp*.py) are gone.
     assert not [path for path in tmp_path.iterdir() if path.name.startswith(("bench-", "tmp"))]
+
+
+def test_timed_processes_train_in_turn_a_step_each(tmp_path: Path) -> None:
+    from bare_lightning import EpochTimer
+
+    steps: list[tuple[int, str]] = []
+    trainer = SimpleNamespace(train_dataloader=SimpleNamespace(dataset=range(7)))
+
+    def train(turn: int) -> None:
+        timer = EpochTimer(str(tmp_path / f"{turn}.json"), str(tmp_path), turn)
+        for _ in range(2):
+            timer.on_train_epoch_start(trainer, None)
+            for _ in range(3):
+                timer.on_train_batch_start(trainer, None, 0)
+                steps.append((turn, "start"))
+                time.sleep(0.01)  # a step: the other one waits
+                steps.append((turn, "end"))
+        timer.on_train_end(trainer, None)
+
+    both = [threading.Thread(target=train, args=(turn,), daemon=True) for turn in (1, 0)]
+    for thread in both:
+        thread.start()
+    for thread in both:
+        thread.join(timeout=30)
+    assert steps == [(turn, moment) for _ in range(6) for turn in (0, 1) for moment in ("start", "end")]
+    for turn in (0, 1):
+        times = json.loads((tmp_path / f"{turn}.json").read_text())
+        assert times["samples"] == 7 and len(times["seconds"]) == len(times["cpu_seconds"]) == 2
+        assert all(seconds >= 0.03 for seconds in times["seconds"])  # its 3 steps of 10 ms
 
 
 def test_plain_script_trains_with_torch_alone(tmp_path: Path) -> None:
