@@ -13,7 +13,11 @@ def made(tmp_path: Path, data: str) -> object:
     """A DataModule as train.py makes it: the project's default, or one of yours."""
     overrides = {
         "default": [],
-        "image_folder": ["data=image_folder", f"data.root={write_image_folder(tmp_path / 'images')}"],
+        "image_folder": [
+            "data=image_folder",
+            f"data.root={write_image_folder(tmp_path / 'images')}",
+            "data.image_size=[12,10]",
+        ],
         "csv": ["data=csv", f"data.path={write_table(tmp_path / 'table.csv')}", "data.target=species"],
     }[data]
     datamodule = hydra.utils.instantiate(
@@ -38,6 +42,12 @@ def test_batches_fit_the_model_s_input_shape_and_classes(datamodule: object) -> 
     assert tuple(x.shape[1:]) == tuple(datamodule.input_shape) and x.dtype == torch.float32
     assert len(datamodule.class_names) == datamodule.num_classes >= 2
     assert int(y.min()) >= 0 and int(y.max()) < datamodule.num_classes
+
+
+def test_what_checkpoints_keep_of_a_datamodule_is_plain_data(datamodule: object, tmp_path: Path) -> None:
+    # Lightning saves its arguments in every checkpoint; eval.py, predict.py, resume= load with weights_only.
+    torch.save(dict(datamodule.hparams), tmp_path / "hparams.pt")
+    assert torch.load(tmp_path / "hparams.pt", weights_only=True) == dict(datamodule.hparams)
 
 
 def test_every_class_is_in_every_split(datamodule: object) -> None:

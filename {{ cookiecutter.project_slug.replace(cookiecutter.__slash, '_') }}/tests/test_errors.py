@@ -5,7 +5,7 @@ from pathlib import Path
 
 import hydra
 import pytest
-from conftest import compose_config, run_dirs, run_script
+from conftest import compose_config, run_dirs, run_script, write_table
 from hydra.errors import InstantiationException
 
 
@@ -26,9 +26,11 @@ def assert_clear_error(result, *expected: str) -> None:
         ("model.optimizer.lr=abc", "model.optimizer.lr='abc': expected a number"),
         ("trainer.max_epochs=2.5", "trainer.max_epochs=2.5: expected an integer"),
         ("train=maybe", "train='maybe': expected true or false"),
+        ("experiment=finetune", "pretrained: required to fine-tune"),
+        ("data=image_folder", "data.root: required"),
     ],
 )
-def test_a_value_of_the_wrong_type_is_named_before_torch_loads(
+def test_a_value_of_the_wrong_type_or_none_is_named_before_torch_loads(
     override: str, message: str, tmp_path: Path
 ) -> None:
     result = run_script("train.py", override, cwd=tmp_path, PYTHONPROFILEIMPORTTIME="1")
@@ -38,6 +40,23 @@ def test_a_value_of_the_wrong_type_is_named_before_torch_loads(
     }
     assert "torch" not in imported and "lightning" not in imported
     assert not run_dirs(tmp_path / "logs")
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (["data=image_folder", "data.root=/no/such/folder"], "data.root='/no/such/folder': no such folder."),
+        (
+            ["data=csv", "data.path={table}", "data.target=species"],
+            "model/net=cnn takes images (C, H, W), not [4]: use model/net=mlp",
+        ),
+    ],
+)
+def test_data_a_run_cannot_use_is_one_message(overrides: list, message: str, tmp_path: Path) -> None:
+    table = write_table(tmp_path / "table.csv")
+    result = run_script("train.py", *[o.format(table=table) for o in overrides], cwd=tmp_path)
+    assert_clear_error(result, message)
+    assert not run_dirs(tmp_path / "logs" / "train" / "runs")
 
 
 def test_values_of_the_right_type_pass(tmp_path: Path) -> None:

@@ -5,7 +5,7 @@ from pathlib import Path
 import hydra
 import pytest
 import torch
-from conftest import compose_config
+from conftest import best_checkpoint, compose_config
 from test_configs import options
 
 from {{ cookiecutter.package_name }}.train import train
@@ -26,8 +26,13 @@ def test_fast_dev_run_of_each_net(net: str, tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("experiment", options("experiment"))
-def test_fast_dev_run_of_each_experiment(experiment: str, tmp_path: Path) -> None:
-    metrics = train(compose_config("train", tmp_path, [f"experiment={experiment}", "debug=fdr"]))
+def test_fast_dev_run_of_each_experiment(
+    experiment: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    overrides = [f"experiment={experiment}", "debug=fdr"]
+    if experiment == "finetune":  # it starts from a checkpoint
+        overrides.append(f"pretrained={best_checkpoint(request.getfixturevalue('trained_run')[0])}")
+    metrics = train(compose_config("train", tmp_path, overrides))
     assert {"train/loss", "test/acc"} <= metrics.keys()
 
 

@@ -27,7 +27,7 @@ def predictions(tmp_path: Path, checkpoint: Path, source: Path) -> list[dict[str
 @pytest.mark.slow
 def test_a_folder_of_images_unlike_the_digits_trains_evaluates_and_predicts(tmp_path: Path) -> None:
     images = write_image_folder(tmp_path / "images", classes=3, size=16)  # RGB, 16x16, 3 classes
-    run = trained(tmp_path, "data=image_folder", f"data.root={images}")
+    run = trained(tmp_path, "data=image_folder", f"data.root={images}", "data.image_size=[16,16]")
     assert metrics(run)["test/acc"] > 0.8  # chance is 1/3
     checkpoint = run / "checkpoints" / "last.ckpt"
     evaluated = run_script("eval.py", f"ckpt_path={checkpoint}", "logger=csv", cwd=tmp_path)

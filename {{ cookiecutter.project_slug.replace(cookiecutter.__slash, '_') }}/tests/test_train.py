@@ -93,7 +93,11 @@ def test_seed_zero_is_a_seed(tmp_path: Path) -> None:
 # The reference template's test ideas, run here with no logger at all.
 WITHOUT_LOGGER = {
     "fast dev run (logger=null: how the reference template says it)": ["debug=fdr", "logger=null"],
-    "every experiment": ["-m", "experiment=glob(*)", "debug=fdr"],
+    "every experiment (finetune needs pretrained=: test_models.py)": [
+        "-m",
+        "experiment=glob(*,exclude=finetune)",
+        "debug=fdr",
+    ],
     "a sweep": ["-m", "seed=1,2", "debug=fdr"],
     "ddp on the cpu": ["debug=limit", "trainer.devices=2", "strategy=ddp", "data.batch_size=32"],
 }

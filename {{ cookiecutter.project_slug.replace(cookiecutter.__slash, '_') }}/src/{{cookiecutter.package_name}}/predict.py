@@ -31,11 +31,7 @@ def read_inputs(path: Path, datamodule: Any) -> dict[str, Any]:
     if len(datamodule.input_shape) != 3 or not all(p.suffix.lower() in IMAGES for p in images):
         takes = "an image or a folder of images" if len(datamodule.input_shape) == 3 else "a .csv file"
         raise ValueError(f"nothing this model takes; it accepts {takes}.")
-    inputs = {}
-    for file in images:
-        with Image.open(file) as image:
-            inputs[file.name] = datamodule.transform(image)
-    return inputs
+    return {file.name: datamodule.transform(Image.open(file)) for file in images}  # read whole: closed
 
 
 @hydra.main(version_base="1.3", config_path="configs", config_name="predict")
@@ -51,10 +47,10 @@ def predict(cfg: DictConfig) -> Path:
     model, datamodule = model_and_data(cfg)
     try:
         inputs = read_inputs(Path(cfg.input), datamodule)
-    except ValueError as error:
+    except (ValueError, OSError) as error:  # OSError: not an image Pillow reads
         raise runs.ConfigError(f"input={cfg.input!r}: {error}") from None
     if not inputs:
-        raise runs.ConfigError(f"input={cfg.input}: nothing to predict there.")
+        raise runs.ConfigError(f"input={cfg.input}: nothing to predict there (sub-folders are not read).")
     if bad := [name for name, x in inputs.items() if not torch.isfinite(x).all()]:
         raise runs.ConfigError(f"input={cfg.input}: {', '.join(bad[:5])} hold NaN or infinite values.")
     loader = torch.utils.data.DataLoader(torch.stack(list(inputs.values())), batch_size=datamodule.batch_size)

@@ -28,9 +28,12 @@ def train(cfg: DictConfig) -> dict[str, float]:
     run = Path(cfg.paths.output_dir)
     if cfg.get("seed") is not None:
         L.seed_everything(cfg.seed, workers=True, verbose=False)
-    datamodule: L.LightningDataModule = hydra.utils.instantiate(cfg.data)
-    datamodule.prepare_data()  # the data decides the model's input shape and classes
-    shape = {"input_shape": list(datamodule.input_shape), "num_classes": datamodule.num_classes}
+    try:  # a DataModule's ValueError names the value at fault: the message alone, as for bad config
+        datamodule: L.LightningDataModule = hydra.utils.instantiate(cfg.data)
+        datamodule.prepare_data()  # the data decides the model's input shape and classes
+        shape = {"input_shape": list(datamodule.input_shape), "num_classes": datamodule.num_classes}
+    except ValueError as error:
+        raise runs.ConfigError(str(error)) from error
     model: L.LightningModule = hydra.utils.instantiate(cfg.model, **shape, class_names=datamodule.class_names)
     if cfg.get("pretrained"):
         load_matching_weights(model.net, cfg.pretrained)

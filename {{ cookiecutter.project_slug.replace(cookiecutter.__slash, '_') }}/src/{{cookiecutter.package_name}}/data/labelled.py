@@ -72,8 +72,7 @@ class LabelledDataModule(L.LightningDataModule):
             num_workers=self.hparams.num_workers,
             persistent_workers=self.hparams.num_workers > 0,
             pin_memory=torch.cuda.is_available(),  # page-locked memory: quicker copies to a CUDA GPU
-            # Workers seeded from a generator of their own: loading draws nothing from the global
-            # random state (dropout's), whatever the workers do.
+            # Workers seeded from a generator of their own: loading draws nothing from dropout's.
             generator=torch.Generator().manual_seed(self.hparams.shuffle_seed or 0),
         )
 

@@ -3,6 +3,7 @@
 import logging
 import os
 import platform
+import shutil
 import socket
 import subprocess
 import sys
@@ -22,8 +23,11 @@ TYPES = {bool: "true or false", int: "an integer", float: "a number"}
 
 
 def check_types(cfg: DictConfig, overrides: list[str]) -> None:
-    """Each value on the command line has the type of the value it replaces, or a ConfigError names
-    it (`trainer.max_epochs=abc`) before torch is even imported."""
+    """Before torch loads, a ConfigError names a value left out (???), or one of the wrong type."""
+    if missing := sorted(OmegaConf.missing_keys(cfg)):
+        raise ConfigError(f"{', '.join(missing)}: required, and no value given: pass {missing[0]}=<value>.")
+    if (cfg.get("callbacks") or {}).get("backbone_finetuning") and not cfg.get("pretrained"):
+        raise ConfigError("pretrained: required to fine-tune (a frozen random backbone learns nothing).")
     parsed = [o for o in OverridesParser.create().parse_overrides(overrides) if not o.is_delete()]
     groups = HydraConfig.get().runtime.choices  # config groups are not values, nor are Hydra's settings
     values = [o for o in parsed if o.key_or_group not in groups and not o.key_or_group.startswith("hydra")]
@@ -63,11 +67,8 @@ def save_config(cfg: DictConfig, run: Path, first_start: bool = False) -> None:
     if cfg.extras.get("print_config"):
         print(text)
     if first_start:
-        git = ["git", "-C", str(Path(__file__).parent)]
-        try:
-            commit = subprocess.run([*git, "describe", "--always", "--dirty"], capture_output=True, text=True)
-        except OSError:  # no git on this machine
-            commit = None
+        git = ["git", "-C", str(Path(__file__).parent), "describe", "--always", "--dirty"]
+        commit = shutil.which("git") and subprocess.run(git, capture_output=True, text=True)
         info = {
             "started": f"{datetime.now().astimezone()}",
             "command": [sys.executable, *sys.argv],

@@ -83,10 +83,9 @@ def launch_id() -> str:
 
 def run_name() -> str:
     """RUN_NAME if set; else the SLURM job or torchrun launch; else the start time."""
-    if name := os.environ.get("RUN_NAME"):
-        return name
     launch = launch_id()
-    return launch if launch.startswith(("slurm-", "torchrun-")) else f"{datetime.now():%Y-%m-%d_%H-%M-%S_%f}"
+    started = f"{datetime.now():%Y-%m-%d_%H-%M-%S_%f}"
+    return os.environ.get("RUN_NAME") or (launch if launch.startswith(("slurm-", "torchrun-")) else started)
 
 
 def holder(run: Path) -> str | None:

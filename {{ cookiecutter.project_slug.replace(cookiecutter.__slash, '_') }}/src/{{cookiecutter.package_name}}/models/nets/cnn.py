@@ -17,6 +17,8 @@ class SmallCNN(nn.Module):
         self, input_shape: Sequence[int], num_classes: int, width: int = 32, dropout: float = 0.2
     ) -> None:
         super().__init__()
+        if len(input_shape) != 3:
+            raise ValueError(f"model/net=cnn takes images (C, H, W), not {input_shape}: use model/net=mlp")
         self.backbone = nn.Sequential(
             block(input_shape[0], width),
             block(width, width),
