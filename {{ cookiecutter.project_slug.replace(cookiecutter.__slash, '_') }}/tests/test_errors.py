@@ -46,10 +46,13 @@ def test_a_value_of_the_wrong_type_or_none_is_named_before_torch_loads(
     ("overrides", "message"),
     [
         (["data=image_folder", "data.root=/no/such/folder"], "data.root='/no/such/folder': no such folder."),
+        (["data=csv", "data.path=/no/such.csv", "data.target=y"], "data.path='/no/such.csv': no such file."),
+{%- if cookiecutter.example == 'digits' %}
         (
             ["data=csv", "data.path={table}", "data.target=species"],
             "model/net=cnn takes images (C, H, W), not [4]: use model/net=mlp",
         ),
+{%- endif %}
     ],
 )
 def test_data_a_run_cannot_use_is_one_message(overrides: list, message: str, tmp_path: Path) -> None:
