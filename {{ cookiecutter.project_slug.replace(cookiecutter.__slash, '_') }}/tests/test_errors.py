@@ -30,7 +30,7 @@ def assert_clear_error(result, *expected: str) -> None:
         ("data=image_folder", "data.root: required"),
     ],
 )
-def test_a_value_of_the_wrong_type_or_none_is_named_before_torch_loads(
+def test_a_value_left_out_or_of_the_wrong_type_is_named_before_torch_loads(
     override: str, message: str, tmp_path: Path
 ) -> None:
     result = run_script("train.py", override, cwd=tmp_path, PYTHONPROFILEIMPORTTIME="1")

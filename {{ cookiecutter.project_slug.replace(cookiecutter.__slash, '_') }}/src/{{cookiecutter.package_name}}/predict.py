@@ -31,7 +31,7 @@ def read_inputs(path: Path, datamodule: Any) -> dict[str, Any]:
     if len(datamodule.input_shape) != 3 or not all(p.suffix.lower() in IMAGES for p in images):
         takes = "an image or a folder of images" if len(datamodule.input_shape) == 3 else "a .csv file"
         raise ValueError(f"nothing this model takes; it accepts {takes}.")
-    return {file.name: datamodule.transform(Image.open(file)) for file in images}  # read whole: closed
+    return {file.name: datamodule.transform(Image.open(file)) for file in images}  # loaded, so closed
 
 
 @hydra.main(version_base="1.3", config_path="configs", config_name="predict")
