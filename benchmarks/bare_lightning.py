@@ -51,9 +51,8 @@ class EpochTimer(L.Callback):
     def on_train_batch_start(self, trainer: L.Trainer, *args: Any) -> None:
         if self.since:
             self.end_turn()
-        while self.turns and not (self.turns / f"done-{1 - self.turn}").exists():
-            if self.count() % 2 == self.turn:
-                break
+        other_done = self.turns / f"done-{1 - self.turn}" if self.turns else None
+        while self.turns and self.count() % 2 != self.turn and not other_done.exists():
             time.sleep(0.001)
         self.since = time.perf_counter(), time.process_time(), len(self.seconds) - 1
 
