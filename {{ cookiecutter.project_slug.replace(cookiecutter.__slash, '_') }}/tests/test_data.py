@@ -44,6 +44,16 @@ def test_batches_fit_the_model_s_input_shape_and_classes(datamodule: object) -> 
     assert int(y.min()) >= 0 and int(y.max()) < datamodule.num_classes
 
 
+def test_one_image_size_makes_square_inputs(tmp_path: Path) -> None:
+    images = write_image_folder(tmp_path / "images")
+    square = ["data=image_folder", f"data.root={images}", "data.image_size=12"]
+    cfg = compose_config("train", tmp_path, square)
+    datamodule = hydra.utils.instantiate(cfg.data)
+    datamodule.setup("fit")
+    x, _ = next(iter(datamodule.train_dataloader()))
+    assert datamodule.input_shape == (3, 12, 12) and tuple(x.shape[1:]) == (3, 12, 12)
+
+
 def test_what_checkpoints_keep_of_a_datamodule_is_plain_data(datamodule: object, tmp_path: Path) -> None:
     # Lightning saves its arguments in every checkpoint; eval.py, predict.py, resume= load with weights_only.
     torch.save(dict(datamodule.hparams), tmp_path / "hparams.pt")
@@ -116,6 +126,11 @@ def made_fold(tmp_path: Path, fold: int) -> object:
             "has 1 class sub-folders: it needs 2 or more",
         ),
         ({"a/x.txt": b"", "b/y.txt": b""}, ["data=image_folder", "data.root={tmp}"], "no images"),
+        (
+            {"a/x.png": b"", "b/y.png": b""},
+            ["data=image_folder", "data.root={tmp}", "data.image_size=0"],
+            "data.image_size=0: accepted: [height, width], a size or null",
+        ),
         ({}, ["data=csv", "data.path={tmp}/none.csv", "data.target=y"], "no such file"),
         (
             {"t.csv": b"a,b\\n1,2\\n"},

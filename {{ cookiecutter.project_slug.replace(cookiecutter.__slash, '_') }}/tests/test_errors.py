@@ -5,7 +5,7 @@ from pathlib import Path
 
 import hydra
 import pytest
-from conftest import compose_config, run_dirs, run_script, write_table
+from conftest import compose_config, run_dirs, run_script, write_image_folder, write_table
 from hydra.errors import InstantiationException
 
 
@@ -47,6 +47,10 @@ def test_a_value_left_out_or_of_the_wrong_type_is_named_before_torch_loads(
     [
         (["data=image_folder", "data.root=/no/such/folder"], "data.root='/no/such/folder': no such folder."),
         (["data=csv", "data.path=/no/such.csv", "data.target=y"], "data.path='/no/such.csv': no such file."),
+        (
+            ["data=image_folder", "data.root={images}", "data.image_size=[8,8,3]"],
+            "data.image_size=[8, 8, 3]: accepted: [height, width], a size or null",
+        ),
 {%- if cookiecutter.example == 'digits' %}
         (
             ["data=csv", "data.path={table}", "data.target=species"],
@@ -56,8 +60,8 @@ def test_a_value_left_out_or_of_the_wrong_type_is_named_before_torch_loads(
     ],
 )
 def test_data_a_run_cannot_use_is_one_message(overrides: list, message: str, tmp_path: Path) -> None:
-    table = write_table(tmp_path / "table.csv")
-    result = run_script("train.py", *[o.format(table=table) for o in overrides], cwd=tmp_path)
+    data = {"table": write_table(tmp_path / "table.csv"), "images": write_image_folder(tmp_path / "images")}
+    result = run_script("train.py", *[o.format(**data) for o in overrides], cwd=tmp_path)
     assert_clear_error(result, message)
     assert not run_dirs(tmp_path / "logs" / "train" / "runs")
 

@@ -180,6 +180,10 @@ def test_a_non_finite_loss_stops_training_naming_the_step(tmp_path: Path) -> Non
     assert "The training loss is nan at step" in result.stderr or "The training loss is inf" in result.stderr
     (run,) = run_dirs(tmp_path / "logs")  # kept: it says where training broke
     assert not (run / "metrics.json").exists()
+    # resume=latest takes it (unfinished), and says that with no checkpoint its training starts over.
+    again = run_script("train.py", "resume=latest", cwd=tmp_path)
+    assert f"{run} has no checkpoint to continue from: its training starts over" in again.stdout
+    assert again.returncode == 1 and "The training loss is" in again.stderr
 
 
 def test_stop_signal_before_any_training_is_resumable_and_not_a_success(tmp_path: Path) -> None:

@@ -88,11 +88,7 @@ class Resumable(Checkpoint):
             dist.all_gather_object(by_rank, sums, group=self.group)
         self.metrics = {k: float(v) for k, v in trainer.callback_metrics.items() if v.numel() == 1}
         kind, keys, *rest = np.random.get_state()  # as plain data: it loads with torch's weights_only
-        rng = {
-            "python": random.getstate(),
-            "numpy": [kind, keys.tolist(), *rest],
-            "torch": torch.get_rng_state(),
-        }
+        rng = dict(python=random.getstate(), numpy=[kind, keys.tolist(), *rest], torch=torch.get_rng_state())
         if torch.cuda.is_available() and torch.cuda.is_initialized():
             rng["cuda"] = torch.cuda.get_rng_state_all()
         checkpoint["resumable"] = dict(random=rng, sums=by_rank, metrics=self.metrics, data=self.data)

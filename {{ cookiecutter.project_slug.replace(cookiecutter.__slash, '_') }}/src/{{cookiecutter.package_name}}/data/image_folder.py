@@ -43,10 +43,10 @@ class ImageFiles(Dataset):
 
 class ImageFolderDataModule(LabelledDataModule):
     """The classes are the sub-folders of `root`. Images become `channels` (1: gray, 3: RGB) of
-    `image_size` ([height, width]; null: the first image's size)."""
+    `image_size` ([height, width], or one size for both; null: the first image's size)."""
 
     def __init__(
-        self, root: str, image_size: Sequence[int] | None = None, channels: int = 3, **options
+        self, root: str, image_size: Sequence[int] | int | None = None, channels: int = 3, **options
     ) -> None:
         super().__init__(**options)
         if channels not in (1, 3):
@@ -78,7 +78,10 @@ class ImageFolderDataModule(LabelledDataModule):
         if self.image_size is None:
             with Image.open(self.images[0][0]) as first:
                 return first.height, first.width
-        return tuple(self.image_size)
+        size = tuple(self.image_size) if isinstance(self.image_size, list | tuple) else (self.image_size,) * 2
+        if len(size) != 2 or not all(type(n) is int and n > 0 for n in size):
+            raise ValueError(f"data.image_size={self.image_size}: accepted: [height, width], a size or null.")
+        return size
 
     @property
     def input_shape(self) -> tuple[int, ...]:

@@ -171,9 +171,8 @@ def read_checkpoint(path: str | Path | None, key: str = "ckpt_path") -> dict[str
         raise ConfigError(f"{problem} Pass a .ckpt file, e.g. logs/train/runs/<run>/checkpoints/last.ckpt.")
     try:
         return torch.load(Path(path).expanduser(), map_location="cpu", weights_only=True, mmap=True)
-    except Exception as error:  # truncated, corrupt, or not a checkpoint at all
-        kind = type(error).__name__
-        raise ConfigError(f"{key}={str(path)!r} is not a readable checkpoint ({kind}).") from None
+    except Exception as e:  # truncated, corrupt, or not a checkpoint at all
+        raise ConfigError(f"{key}={str(path)!r} is not a readable checkpoint ({type(e).__name__}).") from None
 
 
 def checkpoint_to_continue(run: Path, ckpt_path: str | None) -> str | None:
