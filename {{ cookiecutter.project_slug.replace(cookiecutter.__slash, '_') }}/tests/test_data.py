@@ -137,6 +137,7 @@ def made_fold(tmp_path: Path, fold: int) -> object:
             ["data=csv", "data.path={tmp}/t.csv", "data.target=y"],
             "no column 'y': it has ['a', 'b']",
         ),
+        ({"t.csv": b"a,y\\n"}, ["data=csv", "data.path={tmp}/t.csv", "data.target=y"], "header and no rows"),
         (
             {"t.csv": b"a,y\\n1,x\\nz,w\\n"},
             ["data=csv", "data.path={tmp}/t.csv", "data.target=y"],

@@ -48,6 +48,10 @@ def test_a_value_left_out_or_of_the_wrong_type_is_named_before_torch_loads(
         (["data=image_folder", "data.root=/no/such/folder"], "data.root='/no/such/folder': no such folder."),
         (["data=csv", "data.path=/no/such.csv", "data.target=y"], "data.path='/no/such.csv': no such file."),
         (
+            ["data=csv", "data.path={cities}", "data.target=y", "model/net=mlp"],
+            "columns ['size', 'city'] are expected (could not convert string to float: 'paris')",
+        ),
+        (
             ["data=image_folder", "data.root={images}", "data.image_size=[8,8,3]"],
             "data.image_size=[8, 8, 3]: accepted: [height, width], a size or null",
         ),
@@ -60,7 +64,9 @@ def test_a_value_left_out_or_of_the_wrong_type_is_named_before_torch_loads(
     ],
 )
 def test_data_a_run_cannot_use_is_one_message(overrides: list, message: str, tmp_path: Path) -> None:
+    (cities := tmp_path / "cities.csv").write_text("size,city,y\n1,paris,a\n2,3,b\n")  # a text feature
     data = {"table": write_table(tmp_path / "table.csv"), "images": write_image_folder(tmp_path / "images")}
+    data["cities"] = cities
     result = run_script("train.py", *[o.format(**data) for o in overrides], cwd=tmp_path)
     assert_clear_error(result, message)
     assert not run_dirs(tmp_path / "logs" / "train" / "runs")

@@ -1,8 +1,6 @@
-"""Evaluation of a checkpoint on the test split: `python eval.py ckpt_path=PATH [overrides]`.
-
-The checkpoint records its architecture and the data it was trained on: nothing else is needed.
-`data=...` evaluates on other data with the same input shape and classes.
-"""
+"""Evaluation of a checkpoint on the test split: `python eval.py ckpt_path=PATH [overrides]`. The
+checkpoint records its architecture and the data it was trained on: nothing else is needed.
+`data=...` evaluates on other data with the same input shape and classes."""
 
 import logging
 from pathlib import Path
@@ -12,7 +10,6 @@ import hydra
 from omegaconf import DictConfig
 
 from {{ cookiecutter.package_name }}.utils import config, runs
-from {{ cookiecutter.package_name }}.utils.runs import ConfigError, read_checkpoint
 
 log = logging.getLogger(__name__)
 
@@ -22,15 +19,15 @@ def model_and_data(cfg: Any) -> tuple[Any, Any]:
     checkpoint records, or `data=` from the command line where it fits the model."""
     from {{ cookiecutter.package_name }}.models.classifier import Classifier
 
-    checkpoint = read_checkpoint(cfg.get("ckpt_path"))
+    checkpoint = runs.read_checkpoint(cfg.get("ckpt_path"))
     model = Classifier.load_from_checkpoint(cfg.ckpt_path, map_location="cpu", weights_only=True).eval()
     if not (data := cfg.get("data") or checkpoint.get("resumable", {}).get("data")):
-        raise ConfigError(f"ckpt_path={cfg.ckpt_path} records no data config: pass data=<option>.")
+        raise runs.ConfigError(f"ckpt_path={cfg.ckpt_path} records no data config: pass data=<option>.")
     datamodule = hydra.utils.instantiate(data)
     datamodule.prepare_data()
     trained = (list(model.hparams.input_shape), model.hparams.num_classes)
     if (given := (list(datamodule.input_shape), datamodule.num_classes)) != trained:
-        raise ConfigError(
+        raise runs.ConfigError(
             f"The data does not fit the model: it has inputs of shape {given[0]} in {given[1]} classes; "
             f"the checkpoint was trained on inputs of shape {trained[0]} in {trained[1]} classes."
         )

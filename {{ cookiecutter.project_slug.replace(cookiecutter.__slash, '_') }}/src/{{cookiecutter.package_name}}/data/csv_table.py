@@ -29,6 +29,8 @@ class CSVDataModule(LabelledDataModule):
             rows, columns = list(reader), reader.fieldnames or []
         if missing := [c for c in [self.target, *(self.chosen or [])] if c not in columns]:
             raise ValueError(f"{self.path} has no column {', '.join(map(repr, missing))}: it has {columns}.")
+        if not rows:
+            raise ValueError(f"data.path={str(self.path)!r} has a header and no rows.")
         return rows
 
     @property
@@ -41,7 +43,11 @@ class CSVDataModule(LabelledDataModule):
 
     @property
     def input_shape(self) -> tuple[int, ...]:
-        return (len(self.features),)
+        return tuple(self.inputs.shape[1:])
+
+    @cached_property
+    def inputs(self) -> Tensor:  # read with the shape, at start-up: a row that does not fit stops it at once
+        return torch.stack([self.transform(row) for row in self.rows])
 
     def transform(self, row: Mapping[str, str]) -> Tensor:  # one row to one input, in training and predict.py
         try:
@@ -52,5 +58,4 @@ class CSVDataModule(LabelledDataModule):
 
     def load(self) -> tuple[Dataset, Sequence[int]]:
         labels = [self.class_names.index(row[self.target]) for row in self.rows]
-        inputs = torch.stack([self.transform(row) for row in self.rows])
-        return TensorDataset(inputs, torch.tensor(labels)), labels
+        return TensorDataset(self.inputs, torch.tensor(labels)), labels

@@ -54,9 +54,7 @@ class MultirunSummary(Callback):
             if found := [v for job in jobs if isinstance(v := job["metrics"].get(key), float)]:
                 std = statistics.stdev(found) if len(found) > 1 else 0.0
                 spread[key] = {"mean": statistics.fmean(found), "std": std, "n": len(found)}
+        tests = ", ".join(f"{k} {v['mean']:.4f} ± {v['std']:.4f}" for k, v in spread.items() if "test" in k)
         if jobs:
             write_json(sweep / "summary.json", {"jobs": jobs, "metrics": spread})
-            tests = ", ".join(
-                f"{k} {v['mean']:.4f} ± {v['std']:.4f}" for k, v in spread.items() if "test" in k
-            )
             log.info(f"{len(jobs)} jobs; {tests or 'no test metrics'}. Summary: {sweep / 'summary.json'}")
