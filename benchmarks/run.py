@@ -3,7 +3,8 @@
 Bakes the default project into a temporary folder, runs it once untimed (which writes the
 digits and warms the disk cache), then times:
 
-- start-up: `python train.py --help`;
+- start-up: `python train.py --help`, and beside it (in turn) the `--help` of hydra_floor.py, a
+  Hydra app with no config of its own: what any Hydra command costs on this machine;
 - end to end: `python train.py trainer.max_epochs=N` against plain_train.py, the same training
   with torch alone, each alone;
 - throughput: training samples/s in the steady epochs (all but the first) of `python train.py`
@@ -159,13 +160,17 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="bench-") as folder:
         project = bake(Path(folder))
         timed(project, env, "train.py", "debug=fdr")  # writes data/digits, warms the disk cache
-        figures = {"start-up s": [timed(project, env, "train.py", "--help")[0] for _ in range(args.starts)]}
+        figures: dict[str, list[float]] = {"start-up s": [], "hydra floor s": []}
+        for _ in range(args.starts):
+            figures["start-up s"].append(timed(project, env, "train.py", "--help")[0])
+            figures["hydra floor s"].append(timed(project, env, HERE / "hydra_floor.py", "--help")[0])
         figures.update(measure(project, env, args.epochs, args.rounds, args.overrides))
 
     command = " ".join(["python train.py", f"trainer.max_epochs={args.epochs}", *args.overrides])
     # label, figure, format, target, guard rail
     rows = [
         ("`python train.py --help`, s", "start-up s", ".2f", "< 0.5", lambda v: v < 0.5),
+        ("`--help` of a Hydra app with no config (the floor), s", "hydra floor s", ".2f", "", None),
         (f"`{command}`, s", "template s", ".1f", "", None),
         ("plain_train.py, s", "plain s", ".1f", "", None),
         ("end to end: train.py / plain_train.py", "end to end", ".2f", "<= 2", lambda v: v <= 2),

@@ -28,6 +28,7 @@ def test_quick_benchmark_prints_every_figure_and_verdict(tmp_path: Path) -> None
     }
     assert list(rows) == [
         "`python train.py --help`, s",
+        "`--help` of a Hydra app with no config (the floor), s",
         "`python train.py trainer.max_epochs=2`, s",
         "plain_train.py, s",
         "end to end: train.py / plain_train.py",
