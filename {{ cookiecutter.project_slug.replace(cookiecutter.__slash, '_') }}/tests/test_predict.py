@@ -55,12 +55,14 @@ def test_inputs_the_model_cannot_take_are_refused(checkpoint: Path, tmp_path: Pa
     (tmp_path / "notes.txt").write_text("hello")
 {%- if cookiecutter.example == 'digits' %}
     (tmp_path / "broken.png").write_bytes(b"\x89PNG not really")
+    (tmp_path / "empty" / "sub").mkdir(parents=True)
 {%- endif %}
     for source, message in (
         (tmp_path / "notes.txt", "accepts"),
         (tmp_path / "none", "no such file or folder"),
 {%- if cookiecutter.example == 'digits' %}
         (tmp_path / "broken.png", "cannot identify image file .*broken.png"),
+        (tmp_path / "empty", "no images or rows to predict there"),
 {%- endif %}
     ):
         with pytest.raises(ConfigError, match=message):

@@ -1,8 +1,6 @@
-"""Prediction with a checkpoint: `python predict.py ckpt_path=PATH input=FILE_OR_FOLDER`.
-
-Reads an image, a folder of images or a CSV file with the data's columns, makes each a model input
-with the DataModule's own transform, and writes <run>/predictions.csv.
-"""
+"""Prediction with a checkpoint: `python predict.py ckpt_path=PATH input=FILE_OR_FOLDER`. Reads an
+image, a folder of images (its sub-folders too) or a CSV file with the data's columns, makes each a
+model input with the DataModule's own transform, and writes <run>/predictions.csv."""
 
 import csv
 import logging
@@ -18,7 +16,7 @@ log = logging.getLogger(__name__)
 
 
 def read_inputs(path: Path, datamodule: Any) -> dict[str, Any]:
-    """A model input for each image or CSV row at `path`, by name (file, or file:line)."""
+    """A model input for each image or CSV row at `path`, by name (file in the folder, or file:line)."""
     from PIL import Image
 
     from {{ cookiecutter.package_name }}.data.image_folder import SUFFIXES as IMAGES
@@ -27,11 +25,13 @@ def read_inputs(path: Path, datamodule: Any) -> dict[str, Any]:
         with path.open(newline="") as file:
             rows = enumerate(csv.DictReader(file), start=2)
             return {f"{path.name}:{line}": datamodule.transform(row) for line, row in rows}
-    images = sorted(p for p in path.iterdir() if p.suffix.lower() in IMAGES) if path.is_dir() else [path]
+    folder = path if path.is_dir() else path.parent
+    images = sorted(p for p in path.rglob("*") if p.suffix.lower() in IMAGES) if path.is_dir() else [path]
     if len(datamodule.input_shape) != 3 or not all(p.suffix.lower() in IMAGES for p in images):
         takes = "an image or a folder of images" if len(datamodule.input_shape) == 3 else "a .csv file"
         raise ValueError(f"nothing this model takes; it accepts {takes}.")
-    return {file.name: datamodule.transform(Image.open(file)) for file in images}  # loaded, so closed
+    # Each image loaded by the transform, so closed.
+    return {str(file.relative_to(folder)): datamodule.transform(Image.open(file)) for file in images}
 
 
 @hydra.main(version_base="1.3", config_path="configs", config_name="predict")
@@ -50,7 +50,7 @@ def predict(cfg: DictConfig) -> Path:
     except (ValueError, OSError) as error:  # OSError: not an image Pillow reads
         raise runs.ConfigError(f"input={cfg.input!r}: {error}") from None
     if not inputs:
-        raise runs.ConfigError(f"input={cfg.input}: nothing to predict there (sub-folders are not read).")
+        raise runs.ConfigError(f"input={cfg.input}: no images or rows to predict there.")
     if bad := [name for name, x in inputs.items() if not torch.isfinite(x).all()]:
         raise runs.ConfigError(f"input={cfg.input}: {', '.join(bad[:5])} hold NaN or infinite values.")
     loader = torch.utils.data.DataLoader(torch.stack(list(inputs.values())), batch_size=datamodule.batch_size)
