@@ -125,7 +125,7 @@ def made_fold(tmp_path: Path, fold: int) -> object:
             ["data=image_folder", "data.root={tmp}"],
             "has 1 class sub-folders: it needs 2 or more",
         ),
-        ({"a/x.txt": b"", "b/y.txt": b""}, ["data=image_folder", "data.root={tmp}"], "no images"),
+        ({"a/x.txt": b"", "b/y.txt": b""}, ["data=image_folder", "data.root={tmp}"], "webp files in"),
         (
             {"a/x.png": b"", "b/y.png": b""},
             ["data=image_folder", "data.root={tmp}", "data.image_size=0"],
@@ -136,6 +136,11 @@ def made_fold(tmp_path: Path, fold: int) -> object:
             {"t.csv": b"a,b\\n1,2\\n"},
             ["data=csv", "data.path={tmp}/t.csv", "data.target=y"],
             "no column 'y': it has ['a', 'b']",
+        ),
+        (
+            {"t.csv": b"a,y\\n1,x\\nnan,w\\n2,x\\ninf,w\\n"},
+            ["data=csv", "data.path={tmp}/t.csv", "data.target=y"],
+            "NaN or infinite values on lines [3, 5]",
         ),
         ({"t.csv": b"a,y\\n"}, ["data=csv", "data.path={tmp}/t.csv", "data.target=y"], "header and no rows"),
         (

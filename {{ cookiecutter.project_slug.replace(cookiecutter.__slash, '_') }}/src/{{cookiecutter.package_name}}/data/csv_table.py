@@ -47,7 +47,10 @@ class CSVDataModule(LabelledDataModule):
 
     @cached_property
     def inputs(self) -> Tensor:  # read with the shape, at start-up: a row that does not fit stops it at once
-        return torch.stack([self.transform(row) for row in self.rows])
+        inputs = torch.stack([self.transform(row) for row in self.rows])
+        if bad := [line for line, x in enumerate(inputs, start=2) if not x.isfinite().all()]:
+            raise ValueError(f"data.path={str(self.path)!r}: NaN or infinite values on lines {bad[:5]}.")
+        return inputs
 
     def transform(self, row: Mapping[str, str]) -> Tensor:  # one row to one input, in training and predict.py
         try:

@@ -68,9 +68,7 @@ class ImageFolderDataModule(LabelledDataModule):
         files = [(sorted((self.root / name).iterdir()), label) for label, name in enumerate(self.class_names)]
         found = [(path, label) for paths, label in files for path in paths if path.suffix.lower() in SUFFIXES]
         if not found:
-            raise ValueError(
-                f"data.root={str(self.root)!r}: no images ({', '.join(SUFFIXES)}) in its folders."
-            )
+            raise ValueError(f"data.root={str(self.root)!r}: no {'/'.join(SUFFIXES)} files in class folders.")
         return found
 
     @cached_property
