@@ -54,7 +54,10 @@ def test_resume_continues_with_the_run_s_own_config_and_may_extend_it(stopped: P
     assert longer.returncode == 0, longer.stderr[-3000:]
     config = (stopped / "config.yaml").read_text()
     assert "seed: 3\n" in config and "max_epochs: 4\n" in config
-    assert torch.load(stopped / "checkpoints" / "last.ckpt", weights_only=True)["epoch"] == 3  # four epochs
+    last = torch.load(stopped / "checkpoints" / "last.ckpt", weights_only=True)
+    assert last["epoch"] == 3  # four epochs
+    # The learning rate's schedule follows the new length: the cosine ends at epoch 4, not 3.
+    assert last["lr_schedulers"][0]["T_max"] == 4 and last["lr_schedulers"][0]["last_epoch"] == 4
     assert metrics(stopped)["test/acc"] > 0
     # Finished: a second resume (a requeued job, say) does nothing and changes nothing.
     before = snapshot(stopped)

@@ -92,6 +92,8 @@ class Resumable(Checkpoint):
         checkpoint["resumable"] = dict(random=rng, sums=by_rank, metrics=self.metrics, data=self.data)
 
     def on_load_checkpoint(self, trainer: L.Trainer, pl_module: L.LightningModule, checkpoint: dict) -> None:
+        for state in checkpoint.get("lr_schedulers", []):  # a longer run: the schedule's settings as set now
+            state.update({k: v for k, v in (pl_module.hparams.get("scheduler") or {}).items() if k in state})
         if not (saved := checkpoint.get("resumable")):
             return
         version, state, gauss = saved["random"]["python"]

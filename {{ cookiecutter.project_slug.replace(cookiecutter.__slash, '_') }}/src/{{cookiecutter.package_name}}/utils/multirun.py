@@ -46,10 +46,9 @@ class MultirunSummary(Callback):
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         sweep, jobs, spread = Path(config.hydra.sweep.dir), [], {}
-        for file in sorted(sweep.glob("*/metrics.json"), key=lambda f: int(f.parent.name)):
-            overrides = yaml.safe_load((file.parent / ".hydra" / "overrides.yaml").read_text())
-            metrics = json.loads(file.read_text())
-            jobs.append({"dir": file.parent.name, "overrides": overrides, "metrics": metrics})
+        for f in sorted(sweep.glob("*/metrics.json"), key=lambda path: int(path.parent.name)):
+            overrides = yaml.safe_load((f.parent / ".hydra" / "overrides.yaml").read_text())
+            jobs.append({"dir": f.parent.name, "overrides": overrides, "metrics": json.loads(f.read_text())})
         for key in sorted({key for job in jobs for key in job["metrics"]}):
             if found := [v for job in jobs if isinstance(v := job["metrics"].get(key), float)]:
                 std = statistics.stdev(found) if len(found) > 1 else 0.0
