@@ -15,6 +15,7 @@ import pytest
 from conftest import ROOT, compose_config, run_script
 
 from {{ cookiecutter.package_name }}.utils.optuna_settings import make, open_storage, search_space
+from {{ cookiecutter.package_name }}.utils.optuna_sweeper import tell
 from {{ cookiecutter.package_name }}.utils.runs import ConfigError
 
 # Tiny trials: 2 epochs of 3 batches, validated on 2, no test, nothing drawn.
@@ -108,6 +109,24 @@ def test_killed_search_is_continued_by_two_workers_sharing_the_study(tmp_path: P
     states = {t.number: t.state.name for t in load(tmp_path, "shared").trials}
     assert states[1] == "FAIL" and list(states.values()).count("COMPLETE") == 3, states
     assert sorted(first + second) == [n for n in states if n > 1]
+
+
+def test_a_trial_ended_by_another_worker_between_read_and_write_is_left_as_it_ended(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Both workers above find the dead trial silent; one marks it failed after the other read it as
+    # running and before it wrote (seen once in CI): Optuna refuses that second write.
+    journal = str(tmp_path / "optuna.journal")
+    here = optuna.create_study(storage=open_storage(journal), study_name="race")
+    trial = here.ask()
+    read = here._storage.get_trial(trial._trial_id)  # running, as this worker read it
+    there = optuna.load_study(storage=open_storage(journal), study_name="race")
+    there.tell(trial.number, state=optuna.trial.TrialState.FAIL)
+    monkeypatch.setattr(here._storage, "get_trial", lambda trial_id: read)
+    with pytest.raises(optuna.exceptions.UpdateFinishedTrialError):  # what the sweeper met
+        here.tell(trial.number, state=optuna.trial.TrialState.FAIL, skip_if_finished=True)
+    tell(here, trial.number, optuna.trial.TrialState.FAIL)
+    assert [t.state.name for t in there.trials] == ["FAIL"]
 
 
 {%- if cookiecutter.slurm %}

@@ -104,7 +104,7 @@ class OptunaSweeper(Sweeper):
                     log.warning(
                         f"Trial {trial.number}: no heartbeat for {silent:.0f} s, its worker died: failed."
                     )
-                    study.tell(trial.number, state=TrialState.FAIL, skip_if_finished=True)
+                    tell(study, trial.number, TrialState.FAIL)
             states = [t.state for t in study.get_trials(deepcopy=False)]
             done = states.count(TrialState.COMPLETE) + states.count(TrialState.PRUNED)
             running = states.count(TrialState.RUNNING)
@@ -134,7 +134,7 @@ class OptunaSweeper(Sweeper):
             returns = self.launcher.launch(jobs, initial_job_idx=trials[0].number)
         except BaseException:  # a stop signal or Ctrl+C: these trials end here
             for trial in trials:
-                study.tell(trial, state=TrialState.FAIL, skip_if_finished=True)
+                tell(study, trial, TrialState.FAIL)
             raise
         finally:
             stop.set()
@@ -144,9 +144,7 @@ class OptunaSweeper(Sweeper):
             value = job.return_value if job.status == JobStatus.COMPLETED else None
             state = TrialState.COMPLETE if isinstance(value, int | float) else TrialState.FAIL
             state = TrialState.PRUNED if trial.number in pruned else state
-            study.tell(
-                trial, value if state == TrialState.COMPLETE else None, state=state, skip_if_finished=True
-            )
+            tell(study, trial, state, value if state == TrialState.COMPLETE else None)
             log.info(f"Trial {trial.number} {state.name.lower()}: {metric} = {value}")
         for trial, job in zip(trials, returns, strict=True):  # a failed trial stops the search
             if job.status == JobStatus.FAILED:
@@ -161,6 +159,15 @@ class OptunaSweeper(Sweeper):
             for trial in trials:
                 with contextlib.suppress(Exception):  # finished meanwhile
                     trial.set_user_attr("heartbeat", time.time())
+
+
+def tell(study: Any, trial: Any, state: Any, value: float | None = None) -> None:
+    """Tell the study how a trial ended, unless it has ended already: here, or in another worker that found
+    it silent, even between this worker's read of the trial and its write (Optuna then refuses the write)."""
+    from optuna.exceptions import UpdateFinishedTrialError
+
+    with contextlib.suppress(UpdateFinishedTrialError):
+        study.tell(trial, value, state=state, skip_if_finished=True)
 
 
 def quote(text: str) -> str:
