@@ -125,7 +125,12 @@ def made_fold(tmp_path: Path, fold: int) -> object:
             ["data=image_folder", "data.root={tmp}"],
             "has 1 class sub-folders: it needs 2 or more",
         ),
-        ({"a/x.txt": b"", "b/y.txt": b""}, ["data=image_folder", "data.root={tmp}"], "webp files in"),
+        ({"a/x.txt": b"", "b/y.txt": b""}, ["data=image_folder", "data.root={tmp}"], "files in ['a', 'b']"),
+        (
+            {"a/x.png": b"", "b/y.png": b"", "c/notes.txt": b""},  # an empty class would be one no sample has
+            ["data=image_folder", "data.root={tmp}"],
+            "webp files in ['c']",
+        ),
         (
             {"a/x.png": b"", "b/y.png": b""},
             ["data=image_folder", "data.root={tmp}", "data.image_size=0"],

@@ -25,6 +25,8 @@ def assert_clear_error(result, *expected: str) -> None:
         ("data.batch_size=abc", "data.batch_size='abc': expected an integer"),
         ("model.optimizer.lr=abc", "model.optimizer.lr='abc': expected a number"),
         ("trainer.max_epochs=2.5", "trainer.max_epochs=2.5: expected an integer"),
+        ("trainer.max_epochs=0", "trainer.max_epochs=0: accepted: a positive number of epochs"),
+        ("trainer.max_epochs=-1", "trainer.max_epochs=-1: accepted: a positive number of epochs"),
         ("train=maybe", "train='maybe': expected true or false"),
         ("experiment=finetune", "pretrained: required to fine-tune"),
         ("data=image_folder", "data.root: required"),

@@ -59,11 +59,19 @@ def test_resume_continues_with_the_run_s_own_config_and_may_extend_it(stopped: P
     # The learning rate's schedule follows the new length: the cosine ends at epoch 4, not 3.
     assert last["lr_schedulers"][0]["T_max"] == 4 and last["lr_schedulers"][0]["last_epoch"] == 4
     assert metrics(stopped)["test/acc"] > 0
-    # Finished: a second resume (a requeued job, say) does nothing and changes nothing.
+    # Finished: a second resume (a requeued job, say) does nothing and changes nothing, longer or not.
     before = snapshot(stopped)
-    again = run_script("train.py", f"resume={stopped}", cwd=tmp_path)
-    assert again.returncode == 0 and "nothing to do" in again.stderr
+    for longer in [], ["trainer.max_epochs=5"]:
+        again = run_script("train.py", f"resume={stopped}", *longer, cwd=tmp_path)
+        assert again.returncode == 0 and "nothing to do" in again.stderr
     assert snapshot(stopped) == before
+    # What it says to do instead: a new run from the finished one's last checkpoint trains it on.
+    hint = re.search(r"a new run with (ckpt_path=\S+last\.ckpt)", again.stderr).group(1)
+    on = run_script("train.py", *QUICK, "seed=3", hint, "trainer.max_epochs=5", cwd=tmp_path / "on")
+    assert on.returncode == 0, on.stderr[-3000:]
+    (run,) = run_dirs(tmp_path / "on" / "logs")
+    last = torch.load(run / "checkpoints" / "last.ckpt", weights_only=True)
+    assert last["epoch"] == 4 and last["lr_schedulers"][0]["T_max"] == 5 and metrics(run)["test/acc"] > 0
 
 
 def test_a_resume_may_change_the_hardware_and_the_length_only(tmp_path: Path) -> None:

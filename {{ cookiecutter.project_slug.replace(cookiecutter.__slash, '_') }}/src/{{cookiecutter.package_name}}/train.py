@@ -106,7 +106,8 @@ def run_train(cfg: DictConfig) -> float | None:
             if cfg.get("ckpt_path"):
                 raise runs.ConfigError("resume= continues a run, ckpt_path= starts one: pass one.")
         if (run / "metrics.json").exists():  # said on the console, not in the run's log: it stays as it was
-            print(f"{run} is finished (it has metrics.json): nothing to do.", file=sys.stderr)
+            hint = f"nothing to do (to train longer: a new run with ckpt_path={run}/checkpoints/last.ckpt)"
+            print(f"{run} is finished (it has metrics.json): {hint}.", file=sys.stderr)
             return json.loads((run / "metrics.json").read_text()).get(cfg.get("optimized_metric"))
         with runs.held(run), multirun_job():
             if runs.launched_as_rank_zero():

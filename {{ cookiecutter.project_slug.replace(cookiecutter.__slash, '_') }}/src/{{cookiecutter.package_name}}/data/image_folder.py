@@ -67,8 +67,8 @@ class ImageFolderDataModule(LabelledDataModule):
     def images(self) -> list[tuple[Path, int]]:  # every image file and its class, in a stable order
         files = [(sorted((self.root / name).iterdir()), label) for label, name in enumerate(self.class_names)]
         found = [(path, label) for paths, label in files for path in paths if path.suffix.lower() in SUFFIXES]
-        if not found:
-            raise ValueError(f"data.root={str(self.root)!r}: no {'/'.join(SUFFIXES)} files in class folders.")
+        if empty := sorted(set(self.class_names) - {self.class_names[label] for _, label in found}):
+            raise ValueError(f"data.root={str(self.root)!r}: no {'/'.join(SUFFIXES)} files in {empty}.")
         return found
 
     @cached_property

@@ -39,6 +39,8 @@ def check_types(cfg: DictConfig, overrides: list[str]) -> None:
         expected = next((t for t in TYPES if type(default) is t), None)  # exact types: a bool is no int
         if not (expected is None or type(given) is expected or (expected is float and type(given) is int)):
             raise ConfigError(f"{key}={given!r}: expected {TYPES[expected]} (the default is {default!r}).")
+    if not isinstance(epochs := cfg.trainer.get("max_epochs"), int) or epochs < 1:  # -1 has no schedule
+        raise ConfigError(f"trainer.max_epochs={epochs}: accepted: a positive number of epochs.")
 
 
 def quiet_console(cfg: DictConfig) -> None:

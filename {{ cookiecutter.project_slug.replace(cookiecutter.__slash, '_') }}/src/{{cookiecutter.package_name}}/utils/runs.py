@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from hydra.core.hydra_config import HydraConfig
 from hydra.errors import CompactHydraException
 from omegaconf import OmegaConf
 
@@ -131,9 +132,7 @@ def find_run(runs: str, resume: str) -> Path:
         if (candidate / ".hydra").is_dir():
             return candidate.resolve()
     recent = ", ".join(sorted((d.name for d in found), reverse=True)[:5]) or "none"
-    raise ConfigError(
-        f"resume={resume!r}: no such run. Accepted: latest, a run's directory or name: {recent}."
-    )
+    raise ConfigError(f"resume={resume!r}: no such run. Accepted: latest, a run's path or name: {recent}.")
 
 
 def run_dir(runs: str, resume: str | None = None) -> str:
@@ -191,8 +190,6 @@ def checkpoint_to_continue(run: Path, ckpt_path: str | None) -> str | None:
 
 def multirun_name() -> str | None:
     """The name of the multirun this job belongs to (a W&B group), or None."""
-    from hydra.core.hydra_config import HydraConfig
-
     cfg = HydraConfig.get() if HydraConfig.initialized() else None
     return Path(cfg.sweep.dir).name if cfg and cfg.mode.name == "MULTIRUN" else None
 
