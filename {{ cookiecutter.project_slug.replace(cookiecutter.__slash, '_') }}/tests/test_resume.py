@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import QUICK, ROOT, assert_same_run, metrics, run_dirs, run_script
+from conftest import NOISE, QUICK, ROOT, assert_same_run, metrics, run_dirs, run_script
 
 from {{ cookiecutter.package_name }}.utils.runs import EXIT_CODE
 
@@ -55,6 +55,8 @@ def test_a_run_stopped_at_any_phase_resumes_to_the_same_end(
         assert f"python train.py resume={run}" in stopped.stdout  # the exact command
         resumed = run_script("train.py", f"resume={run}", cwd=tmp_path)
         assert resumed.returncode == 0, resumed.stderr[-3000:]
+        consoles = stopped.stdout + stopped.stderr + resumed.stdout + resumed.stderr
+        assert not [word for word in NOISE if word in consoles], consoles
     assert_same_run(run, uninterrupted)
 
 

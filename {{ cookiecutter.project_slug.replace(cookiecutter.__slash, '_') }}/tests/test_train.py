@@ -6,12 +6,10 @@ import re
 from pathlib import Path
 
 import pytest
-from conftest import QUICK, ROOT, metrics, run_dirs, run_script
+from conftest import NOISE, QUICK, ROOT, metrics, run_dirs, run_script
 
 METRIC_KEYS = {f"{stage}/{name}" for stage in ("train", "val", "test") for name in ("loss", "acc", "f1")}
 METRIC_KEYS.add("val/acc_best")
-# Known noise of the libraries underneath, which a run must not print.
-NOISE = ("litlogger", "anonymous setting", "LeafSpec", "srun", "set_vital", "Traceback", "Warning")
 
 
 def test_short_training_learns(trained_run: tuple[Path, dict[str, float]]) -> None:

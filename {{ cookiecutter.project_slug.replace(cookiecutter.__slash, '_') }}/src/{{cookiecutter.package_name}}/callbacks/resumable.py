@@ -39,7 +39,7 @@ class Resumable(Checkpoint):
         if not stop:
             return
         if save:
-            trainer.save_checkpoint(self.path)
+            trainer.save_checkpoint(self.path, weights_only=False)
         if trainer.is_global_zero and "SIGUSR1" in received and "SLURM_JOB_ID" in os.environ:
             job = os.environ["SLURM_JOB_ID"]  # its own id: the array's would requeue every job of it
             done = subprocess.run(["scontrol", "requeue", job], capture_output=True, text=True)

@@ -61,6 +61,7 @@ def quiet_console(cfg: DictConfig) -> None:
     warnings.filterwarnings("ignore", message="'set_vital' is deprecated")
     # Lightning's hint on any machine with SLURM installed, when the run is not a SLURM job.
     warnings.filterwarnings("ignore", message=r"The `srun` command is available on your system")
+    warnings.filterwarnings("ignore", message="Checkpoint directory .* exists and is not empty")  # a resume
 
 
 def save_config(cfg: DictConfig, run: Path, first_start: bool = False) -> None:

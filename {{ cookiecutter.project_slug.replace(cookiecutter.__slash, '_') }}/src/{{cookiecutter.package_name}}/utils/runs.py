@@ -65,9 +65,8 @@ def catch_signals(note: bool = True) -> None:
 
 def launched_as_rank_zero() -> bool:
     """Global rank 0 by the launcher's environment (torchrun, srun, Lightning's DDP children)."""
-    env = os.environ
-    rank = env.get("RANK", env.get("SLURM_PROCID", "0"))
-    return rank == env.get("LOCAL_RANK", "0") == env.get("NODE_RANK", "0") == "0"
+    rank = os.environ.get("RANK", os.environ.get("SLURM_PROCID", "0"))
+    return rank == os.environ.get("LOCAL_RANK", "0") == os.environ.get("NODE_RANK", "0") == "0"
 
 
 def launch_id() -> str:
