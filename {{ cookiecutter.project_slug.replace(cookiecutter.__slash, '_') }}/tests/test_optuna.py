@@ -5,6 +5,7 @@ import json
 import multiprocessing
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -16,7 +17,7 @@ from conftest import ROOT, compose_config, run_script
 
 from {{ cookiecutter.package_name }}.utils.optuna_settings import make, open_storage, search_space
 from {{ cookiecutter.package_name }}.utils.optuna_sweeper import tell
-from {{ cookiecutter.package_name }}.utils.runs import ConfigError
+from {{ cookiecutter.package_name }}.utils.runs import EXIT_CODE, ConfigError
 
 # Tiny trials: 2 epochs of 3 batches, validated on 2, no test, nothing drawn.
 TINY = [
@@ -109,6 +110,22 @@ def test_killed_search_is_continued_by_two_workers_sharing_the_study(tmp_path: P
     states = {t.number: t.state.name for t in load(tmp_path, "shared").trials}
     assert states[1] == "FAIL" and list(states.values()).count("COMPLETE") == 3, states
     assert sorted(first + second) == [n for n in states if n > 1]
+
+
+def test_stopped_search_is_continued_by_the_same_command(tmp_path: Path) -> None:
+    arguments = search("stop", 3, "model.optimizer.lr=interval(0.001, 0.03)")
+    stopped = start(tmp_path, arguments, log := tmp_path / "stopped.log")
+    while not (sweep_dir(tmp_path, "stop") / "1" / ".hydra").exists() and stopped.poll() is None:
+        time.sleep(0.1)  # trial 1 has started
+    stopped.send_signal(signal.SIGTERM)  # a stop signal: the trial stops at its next safe point
+    assert stopped.wait(timeout=120) == EXIT_CODE, log.read_text()[-3000:]
+    assert "Search stopped: the same command continues the study" in log.read_text().splitlines()[-1]
+    failed = [t.number for t in load(tmp_path, "stop").trials if t.state.name == "FAIL"]
+    assert failed and not (sweep_dir(tmp_path, "stop") / str(failed[0]) / "metrics.json").exists()
+    result = run_script("train.py", *arguments, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    states = [t.state.name for t in load(tmp_path, "stop").trials]
+    assert states.count("FAIL") == len(failed) and states.count("COMPLETE") == 3, states
 
 
 def test_a_trial_ended_by_another_worker_between_read_and_write_is_left_as_it_ended(

@@ -135,6 +135,11 @@ class OptunaSweeper(Sweeper):
         except BaseException:  # a stop signal or Ctrl+C: these trials end here
             for trial in trials:
                 tell(study, trial, TrialState.FAIL)
+            numbers = ", ".join(str(trial.number) for trial in trials)
+            log.warning(
+                f"Search stopped: the same command continues the study (trial {numbers} counts as failed; "
+                "resume=<its directory> would train it outside the study)."
+            )
             raise
         finally:
             stop.set()
