@@ -1,6 +1,5 @@
-"""Evaluation of a checkpoint on the test split: `python eval.py ckpt_path=PATH [overrides]`. The
-checkpoint records its architecture and the data it was trained on: nothing else is needed.
-`data=...` evaluates on other data with the same input shape and classes."""
+"""Test a checkpoint: `python eval.py ckpt_path=PATH`. It records its architecture and its data: nothing
+else is needed; `data=...` evaluates it on other data of the same input shape and classes."""
 
 import logging
 from pathlib import Path

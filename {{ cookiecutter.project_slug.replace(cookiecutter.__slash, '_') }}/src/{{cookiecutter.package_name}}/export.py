@@ -1,6 +1,5 @@
-"""Export a checkpoint for serving: `python export.py ckpt_path=PATH` writes <run>/model.onnx (any batch
-size; ONNX Runtime runs it without this project) with its inputs, class names and data config embedded,
-and beside it model.json. (TorchScript, written before, is deprecated in PyTorch 2 for torch.export.)"""
+"""Export for serving: `python export.py ckpt_path=PATH` writes <run>/model.onnx (any batch size; ONNX
+Runtime runs it without this project) with its inputs, class names and data config, and model.json."""
 
 import json
 import logging

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from hydra.core.config_store import ConfigStore
 from hydra.core.hydra_config import HydraConfig
 from hydra.errors import CompactHydraException
 from omegaconf import OmegaConf
@@ -218,7 +219,9 @@ def write_json(path: Path, values: dict) -> None:
     os.replace(partial, path)
 
 
-# The configs' own ${...} functions (resolved once per run), wherever this module is imported.
+# Wherever this module is imported: Hydra's --help deep-copies its store, which it only reads, about
+# 100 times (shared: --help 0.29 s, not 0.52); the configs' own ${...} functions (resolved once per run).
+ConfigStore.__deepcopy__ = lambda self, memo: self
 for function in [project_root, run_name, run_dir, hydra_subdir, multirun_name, run_id{{ ", wandb_mode" if cookiecutter.__wandb == "True" }}]:
     if not OmegaConf.has_resolver(function.__name__):
         OmegaConf.register_new_resolver(function.__name__, function, use_cache=True)
