@@ -57,6 +57,10 @@ def test_a_value_left_out_or_of_the_wrong_type_is_named_before_torch_loads(
             ["data=image_folder", "data.root={images}", "data.image_size=[8,8,3]"],
             "data.image_size=[8, 8, 3]: accepted: [height, width], a size or null",
         ),
+        # Found when the data is split (DataModule.setup), still before training: one image in a class,
+        (["data=image_folder", "data.root={lonely}"], "only 1 member, which is too few"),
+        # and an empty class folder where data.image_size spares reading the first image for its size.
+        (["data=image_folder", "data.root={gap}", "data.image_size=16"], ".webp files in ['empty']"),
 {%- if cookiecutter.example == 'digits' %}
         (
             ["data=csv", "data.path={table}", "data.target=species"],
@@ -69,6 +73,9 @@ def test_data_a_run_cannot_use_is_one_message(overrides: list, message: str, tmp
     (cities := tmp_path / "cities.csv").write_text("size,city,y\n1,paris,a\n2,3,b\n")  # a text feature
     data = {"table": write_table(tmp_path / "table.csv"), "images": write_image_folder(tmp_path / "images")}
     data["cities"] = cities
+    data["lonely"] = write_image_folder(tmp_path / "lonely", classes=2, per_class=1)
+    data["gap"] = write_image_folder(tmp_path / "gap", classes=2, per_class=3)
+    (data["gap"] / "empty").mkdir()
     result = run_script("train.py", *[o.format(**data) for o in overrides], cwd=tmp_path)
     assert_clear_error(result, message)
     assert not run_dirs(tmp_path / "logs" / "train" / "runs")

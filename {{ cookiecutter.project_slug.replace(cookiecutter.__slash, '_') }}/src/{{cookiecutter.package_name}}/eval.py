@@ -24,6 +24,7 @@ def model_and_data(cfg: Any) -> tuple[Any, Any]:
         raise runs.ConfigError(f"ckpt_path={cfg.ckpt_path} records no data config: pass data=<option>.")
     datamodule = hydra.utils.instantiate(data)
     datamodule.prepare_data()
+    datamodule.setup("test")  # as in training: the data's shape and classes may be known only then
     trained = (list(model.hparams.input_shape), model.hparams.num_classes)
     if (given := (list(datamodule.input_shape), datamodule.num_classes)) != trained:
         raise runs.ConfigError(

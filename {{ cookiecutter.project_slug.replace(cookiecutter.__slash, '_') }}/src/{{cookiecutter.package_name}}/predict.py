@@ -1,6 +1,5 @@
-"""Prediction with a checkpoint: `python predict.py ckpt_path=PATH input=FILE_OR_FOLDER`. Reads an
-image, a folder of images (its sub-folders too) or a CSV file with the data's columns, makes each a
-model input with the DataModule's own transform, and writes <run>/predictions.csv."""
+"""Predict: `python predict.py ckpt_path=PATH input=FILE_OR_FOLDER` reads an image, a folder of images (its
+sub-folders too) or a CSV file, makes inputs with the data's own transform, writes <run>/predictions.csv."""
 
 import csv
 import logging

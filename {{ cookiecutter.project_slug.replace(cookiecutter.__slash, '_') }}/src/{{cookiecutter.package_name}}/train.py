@@ -30,7 +30,8 @@ def train(cfg: DictConfig) -> dict[str, float]:
         L.seed_everything(cfg.seed, workers=True, verbose=False)
     try:  # a DataModule's ValueError names the value at fault: the message alone, as for bad config
         datamodule: L.LightningDataModule = hydra.utils.instantiate(cfg.data)
-        datamodule.prepare_data()  # the data decides the model's input shape and classes
+        datamodule.prepare_data()  # the data decides the model's input shape and classes, and is read
+        datamodule.setup("fit")  # and split here: what it cannot use is named before training starts
         shape = {"input_shape": list(datamodule.input_shape), "num_classes": datamodule.num_classes}
     except ValueError as error:
         raise runs.ConfigError(str(error)) from error

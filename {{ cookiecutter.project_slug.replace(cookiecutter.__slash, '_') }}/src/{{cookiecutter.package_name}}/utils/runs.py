@@ -76,8 +76,7 @@ def launch_id() -> str:
     if env.get("SLURM_JOB_ID") and env.get("SLURM_JOB_NAME") not in ("bash", "interactive"):
         array = f"_{env['SLURM_ARRAY_TASK_ID']}" if "SLURM_ARRAY_TASK_ID" in env else ""
         return f"slurm-{env['SLURM_JOB_ID']}{array}"
-    if "TORCHELASTIC_RUN_ID" in env:  # torchrun's --rdzv-id; with a static rendezvous, the node's launcher
-        run = env["TORCHELASTIC_RUN_ID"]
+    if run := env.get("TORCHELASTIC_RUN_ID"):  # torchrun's --rdzv-id ("none": each node's launcher)
         return f"torchrun-{run if run != 'none' else f'{socket.gethostname()}-{os.getppid()}'}"
     return f"{socket.gethostname()}-{os.getpid()}"
 
