@@ -22,7 +22,7 @@ CONFIG_MODULE = "{{ cookiecutter.package_name }}.configs"
 # A whole run in seconds: two epochs of four batches, CSV logs, no progress lines.
 # Known noise of the libraries underneath, which a run must not print (stopped and resumed too).
 NOISE = ("litlogger", "anonymous setting", "LeafSpec", "srun", "set_vital", "Traceback", "Warning")
-NOISE += ("`weights_only` was not set", "exists and is not empty")
+NOISE += ("`weights_only` was not set", "exists and is not empty", "💡")
 QUICK = (
     "trainer.max_epochs=2",
     "trainer.limit_train_batches=4",

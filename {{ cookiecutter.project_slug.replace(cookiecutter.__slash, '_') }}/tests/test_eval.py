@@ -3,7 +3,7 @@
 from pathlib import Path
 
 import pytest
-from conftest import best_checkpoint, compose_config, metrics, run_dirs, run_script
+from conftest import NOISE, best_checkpoint, compose_config, metrics, run_dirs, run_script
 
 from {{ cookiecutter.package_name }}.eval import evaluate
 
@@ -25,5 +25,6 @@ def test_the_eval_command_writes_its_own_run(
     run, trained = trained_run
     result = run_script("eval.py", f"ckpt_path={best_checkpoint(run)}", "logger=csv", cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
+    assert not [word for word in NOISE if word in result.stdout + result.stderr], result.stderr
     (eval_run,) = run_dirs(tmp_path / "logs" / "eval")
     assert metrics(eval_run)["test/acc"] == pytest.approx(trained["test/acc"], abs=1e-6)

@@ -55,7 +55,7 @@ def quiet_console(cfg: DictConfig) -> None:
 
     logging.getLogger("lightning").handlers.clear()
     rank_zero = logging.getLogger("lightning.pytorch.utilities.rank_zero")
-    rank_zero.addFilter(lambda record: "litlogger" not in record.getMessage())  # an advertisement
+    rank_zero.addFilter(lambda record: "💡 Tip" not in record.getMessage())  # adverts: litlogger, litmodels
     # torch 2.13 deprecates what Lightning 2.6 and torchdata 0.11 still call.
     warnings.filterwarnings("ignore", message=r"`isinstance\(treespec, LeafSpec\)` is deprecated")
     warnings.filterwarnings("ignore", message="'set_vital' is deprecated")
