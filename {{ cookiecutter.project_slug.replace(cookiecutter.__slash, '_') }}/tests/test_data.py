@@ -151,7 +151,7 @@ def made_fold(tmp_path: Path, fold: int) -> object:
         (
             {"t.csv": b"a,y\\n1,x\\nz,w\\n"},
             ["data=csv", "data.path={tmp}/t.csv", "data.target=y"],
-            "numbers in the columns ['a'] are expected",
+            "a row does not fit: ['a'] must be numbers",
         ),
     ],
 )

@@ -31,8 +31,7 @@ class EpochLines(ProgressBar):
 
     def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         if self.enabled and trainer.is_global_zero:
-            metrics = self.get_metrics(trainer, pl_module).items()
-            shown = "  ".join(f"{k} {v:.4g}" for k, v in metrics if "/" in k)
+            shown = "  ".join(f"{k} {v:.4g}" for k, v in trainer.progress_bar_metrics.items() if "/" in k)
             log.info(f"epoch {trainer.current_epoch + 1}/{trainer.max_epochs}  {shown}")
 
 
@@ -59,7 +58,6 @@ class TestReport(L.Callback):
             rows = zip(names, precision.tolist(), recall.tolist(), f1.tolist(), support.tolist(), strict=True)
             csv.writer(file).writerows([("class", "precision", "recall", "f1", "support"), *rows])
         fig, ax = self.matrix.plot(counts, labels=names)
-        ax.set_title("test confusion matrix")
         fig.set_size_inches(1.5 + 0.5 * len(names), 1.2 + 0.5 * len(names))
         fig.savefig(png := self.dirpath / "confusion_matrix.png", dpi=100, bbox_inches="tight")
         for logger in trainer.loggers:

@@ -56,8 +56,7 @@ class CSVDataModule(LabelledDataModule):
         try:
             return torch.tensor([float(row[name]) for name in self.features])
         except (KeyError, TypeError, ValueError) as error:
-            expected = f"numbers in the columns {self.features} are expected"
-            raise ValueError(f"a row does not fit: {expected} ({error}).") from None
+            raise ValueError(f"a row does not fit: {self.features} must be numbers ({error}).") from None
 
     def load(self) -> tuple[Dataset, Sequence[int]]:
         labels = [self.class_names.index(row[self.target]) for row in self.rows]

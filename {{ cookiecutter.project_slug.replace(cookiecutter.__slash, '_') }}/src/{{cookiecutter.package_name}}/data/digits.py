@@ -24,10 +24,9 @@ class DigitsDataModule(ImageFolderDataModule):
         self.root.parent.mkdir(parents=True, exist_ok=True)
         # Written beside, then renamed: a run stopped halfway, or a second rank, finds all or nothing.
         partial = Path(tempfile.mkdtemp(prefix=".digits-", dir=self.root.parent))
-        digits = load_digits()
-        for number, (pixels, label) in enumerate(zip(digits.images, digits.target, strict=True)):
+        for number, (pixels, label) in enumerate(zip(*load_digits(return_X_y=True), strict=True)):
             (partial / str(label)).mkdir(exist_ok=True)
-            ink = np.round(pixels * (255 / 16)).astype(np.uint8)  # values 0-16 as 0-255
+            ink = np.round(pixels.reshape(8, 8) * (255 / 16)).astype(np.uint8)  # values 0-16 as 0-255
             Image.fromarray(ink, mode="L").save(partial / str(label) / f"{number:04d}.png")
         try:
             partial.rename(self.root)
