@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from conftest import NOISE, QUICK, ROOT, metrics, run_dirs, run_script
+from omegaconf import OmegaConf
 
 METRIC_KEYS = {f"{stage}/{name}" for stage in ("train", "val", "test") for name in ("loss", "acc", "f1")}
 METRIC_KEYS.add("val/acc_best")
@@ -109,3 +110,14 @@ def test_the_reference_template_s_checks_pass_without_a_logger(run: str, tmp_pat
     assert result.returncode == 0, result.stderr[-3000:]
     runs = [p.parent for p in tmp_path.glob("logs/**/metrics.json")]
     assert runs and all(metrics(r).keys() >= {"test/acc", "test/loss"} for r in runs)
+
+
+def test_machine_settings_come_from_the_local_config_and_dotenv(tmp_path: Path) -> None:
+    """configs/local/default.yaml with top-level keys (found here through Hydra's search path) and
+    ./.env, as the README says; a variable already set (PROJECT_ROOT, by run_script) wins over .env."""
+    (tmp_path / "local").mkdir()
+    (tmp_path / "local" / "default.yaml").write_text("seed: 7\n")
+    (tmp_path / ".env").write_text("RUN_NAME=from-dotenv\nPROJECT_ROOT=/nowhere\n")
+    result = run_script("train.py", *QUICK, f"hydra.searchpath=[file://{tmp_path}]", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert OmegaConf.load(tmp_path / "logs" / "train" / "runs" / "from-dotenv" / "config.yaml").seed == 7

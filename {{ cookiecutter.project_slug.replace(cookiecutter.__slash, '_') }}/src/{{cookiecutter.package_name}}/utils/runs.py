@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from dotenv import load_dotenv
 from hydra.core.config_store import ConfigStore
 from hydra.core.hydra_config import HydraConfig
 from hydra.errors import CompactHydraException
@@ -180,7 +181,7 @@ def checkpoint_to_continue(run: Path, ckpt_path: str | None) -> str | None:
     for path in sorted(run.glob("checkpoints/*.ckpt"), key=lambda p: p.stat().st_mtime_ns, reverse=True):
         try:
             saved = read_checkpoint(path)
-            log.info(f"Continuing from {path} (epoch {saved['epoch']}, step {saved['global_step']}).")
+            log.info(f"Continuing from {path} (epoch {saved['epoch'] + 1}, step {saved['global_step']}).")
             return str(path)
         except ConfigError as error:
             log.warning(f"Skipped: {error}")
@@ -218,8 +219,9 @@ def write_json(path: Path, values: dict) -> None:
     os.replace(partial, path)
 
 
-# Wherever this module is imported: Hydra's --help deep-copies its store, which it only reads, about
-# 100 times (shared: --help 0.29 s, not 0.52); the configs' own ${...} functions (resolved once per run).
+# Wherever this module is imported: the variables of ./.env (those not set already); Hydra's --help copies
+# its store, which it only reads, ~100 times (shared: --help 0.29 s, not 0.52); the configs' ${...} functions.
+load_dotenv(".env")
 ConfigStore.__deepcopy__ = lambda self, memo: self
 for function in [project_root, run_name, run_dir, hydra_subdir, multirun_name, run_id{{ ", wandb_mode" if cookiecutter.__wandb == "True" }}]:
     if not OmegaConf.has_resolver(function.__name__):
