@@ -75,7 +75,7 @@ def train(cfg: DictConfig) -> dict[str, float]:
     if trainer.is_global_zero:
         finite = {key: value if math.isfinite(value) else None for key, value in metrics.items()}
         runs.write_json(run / "metrics.json", finite)
-        log.info(f"{', '.join(f'{k} {v:.4f}' for k, v in metrics.items() if 'test/' in k)}: {run}")
+        log.info(f"{', '.join(f'{k} {v:.4f}' for k, v in metrics.items() if 'test/' in k) or 'Done'}: {run}")
     return metrics
 
 
