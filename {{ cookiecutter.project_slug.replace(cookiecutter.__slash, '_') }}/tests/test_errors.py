@@ -5,7 +5,7 @@ from pathlib import Path
 
 import hydra
 import pytest
-from conftest import compose_config, run_dirs, run_script, write_image_folder, write_table
+from conftest import best_checkpoint, compose_config, run_dirs, run_script, write_image_folder, write_table
 from hydra.errors import InstantiationException
 
 
@@ -81,6 +81,33 @@ def test_data_a_run_cannot_use_is_one_message(overrides: list, message: str, tmp
     result = run_script("train.py", *[o.format(**data) for o in overrides], cwd=tmp_path)
     assert_clear_error(result, message)
     assert not run_dirs(tmp_path / "logs" / "train" / "runs")
+
+
+@pytest.mark.parametrize(
+    ("script", "overrides", "message"),
+    [
+        ("eval.py", ["data=image_folder", "data.root=/no/such"], "data.root='/no/such': no such folder"),
+        (
+            "eval.py",
+            ["data=image_folder", "data.root={images}", "data.channels=5"],
+            "data.channels=5: accepted are 1 (grayscale) and 3 (RGB).",
+        ),
+        ("eval.py", ["data=csv", "data.path=/no.csv", "data.target=y"], "data.path='/no.csv': no such file"),
+        ("predict.py", ["input={notes}"], "input='{notes}' holds nothing this model takes; it accepts"),
+{%- if cookiecutter.example == 'digits' %}
+        ("predict.py", ["input={broken}"], "cannot identify image file '{broken}'"),
+{%- endif %}
+    ],
+)
+def test_eval_and_predict_name_data_they_cannot_use(
+    script: str, overrides: list, message: str, trained_run: tuple, tmp_path: Path
+) -> None:
+    (notes := tmp_path / "notes.txt").write_text("hello")
+    (broken := tmp_path / "broken.png").write_bytes(b"\x89PNG not really")
+    data = {"images": write_image_folder(tmp_path / "images"), "notes": notes, "broken": broken}
+    checkpoint = f"ckpt_path={best_checkpoint(trained_run[0])}"
+    result = run_script(script, checkpoint, *[o.format(**data) for o in overrides], cwd=tmp_path)
+    assert_clear_error(result, message.format(**data))
 
 
 def test_values_of_the_right_type_pass(tmp_path: Path) -> None:

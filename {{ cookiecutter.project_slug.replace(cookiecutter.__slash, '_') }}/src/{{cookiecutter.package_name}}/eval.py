@@ -22,9 +22,10 @@ def model_and_data(cfg: Any) -> tuple[Any, Any]:
     model = Classifier.load_from_checkpoint(cfg.ckpt_path, map_location="cpu", weights_only=True).eval()
     if not (data := cfg.get("data") or checkpoint.get("resumable", {}).get("data")):
         raise runs.ConfigError(f"ckpt_path={cfg.ckpt_path} records no data config: pass data=<option>.")
-    datamodule = hydra.utils.instantiate(data)
-    datamodule.prepare_data()
-    datamodule.setup("test")  # as in training: the data's shape and classes may be known only then
+    with runs.named_errors():  # data= that cannot be read or split
+        datamodule = hydra.utils.instantiate(data)
+        datamodule.prepare_data()
+        datamodule.setup("test")  # as in training: the data's shape and classes may be known only then
     trained = (list(model.hparams.input_shape), model.hparams.num_classes)
     if (given := (list(datamodule.input_shape), datamodule.num_classes)) != trained:
         raise runs.ConfigError(

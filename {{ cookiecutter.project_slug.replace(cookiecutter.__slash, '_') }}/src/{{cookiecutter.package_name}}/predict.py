@@ -28,7 +28,7 @@ def read_inputs(path: Path, datamodule: Any) -> dict[str, Any]:
     images = sorted(p for p in path.rglob("*") if p.suffix.lower() in IMAGES) if path.is_dir() else [path]
     if len(datamodule.input_shape) != 3 or not all(p.suffix.lower() in IMAGES for p in images):
         takes = "an image or a folder of images" if len(datamodule.input_shape) == 3 else "a .csv file"
-        raise ValueError(f"nothing this model takes; it accepts {takes}.")
+        raise ValueError(f"input={str(path)!r} holds nothing this model takes; it accepts {takes}.")
     # Each image loaded by the transform, so closed.
     return {str(file.relative_to(folder)): datamodule.transform(Image.open(file)) for file in images}
 
@@ -44,10 +44,8 @@ def predict(cfg: DictConfig) -> Path:
     if not cfg.get("input") or not Path(cfg.input).exists():
         raise runs.ConfigError(f"input={cfg.get('input')!r}: no such file or folder. Pass what to predict.")
     model, datamodule = model_and_data(cfg)
-    try:
+    with runs.named_errors():  # OSError: not an image Pillow reads (it names the file)
         inputs = read_inputs(Path(cfg.input), datamodule)
-    except (ValueError, OSError) as error:  # OSError: not an image Pillow reads
-        raise runs.ConfigError(f"input={cfg.input!r}: {error}") from None
     if not inputs:
         raise runs.ConfigError(f"input={cfg.input}: no images or rows to predict there.")
     if bad := [name for name, x in inputs.items() if not torch.isfinite(x).all()]:

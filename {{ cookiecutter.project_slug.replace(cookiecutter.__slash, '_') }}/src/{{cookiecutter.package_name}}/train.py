@@ -28,16 +28,12 @@ def train(cfg: DictConfig) -> dict[str, float]:
     run = Path(cfg.paths.output_dir)
     if cfg.get("seed") is not None:
         L.seed_everything(cfg.seed, workers=True, verbose=False)
-    try:  # a DataModule's or net's ValueError names the value at fault: the message alone, as for bad config
+    with runs.named_errors():  # what the data or the net cannot use: one message, as for bad config
         datamodule: L.LightningDataModule = hydra.utils.instantiate(cfg.data)
         datamodule.prepare_data()  # the data decides the model's input shape and classes, and is read
         datamodule.setup("fit")  # and split here: what it cannot use is named before training starts
         shape = {"input_shape": list(datamodule.input_shape), "num_classes": datamodule.num_classes}
         model = hydra.utils.instantiate(cfg.model, **shape, class_names=datamodule.class_names)
-    except (ValueError, hydra.errors.InstantiationException) as error:  # Hydra wraps those of __init__
-        while isinstance(error, hydra.errors.InstantiationException) and error.__cause__:
-            error = error.__cause__
-        raise runs.ConfigError(str(error)) from error
     if cfg.get("pretrained"):
         load_matching_weights(model.net, cfg.pretrained)
     log.info(f"{type(model.net).__name__}: {sum(p.numel() for p in model.parameters()):,} parameters.")

@@ -71,8 +71,7 @@ class Resumable(Checkpoint):
         self.stop_here(trainer, save=True)
 
     def on_fit_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        # A run resumed after its last validation does not repeat it: its metrics are the checkpoint's.
-        for key, value in self.metrics.items():
+        for key, value in self.metrics.items():  # a run resumed after its last epoch keeps its metrics
             trainer.callback_metrics.setdefault(key, torch.tensor(value))
 
     def on_save_checkpoint(self, trainer: L.Trainer, pl_module: L.LightningModule, checkpoint: dict) -> None:

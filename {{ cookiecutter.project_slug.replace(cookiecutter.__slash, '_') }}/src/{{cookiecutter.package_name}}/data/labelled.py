@@ -1,21 +1,19 @@
 """What the DataModules here share: a stratified split (or k folds) and resumable loaders."""
 
-from collections.abc import Sequence
-
 import lightning as L
 import torch
 from sklearn.model_selection import StratifiedKFold, train_test_split
-from torch.utils.data import Dataset, Subset
+from torch.utils.data import Subset
 from torchdata.stateful_dataloader import StatefulDataLoader
 from torchdata.stateful_dataloader.sampler import StatefulDistributedSampler
 
 
 class LabelledDataModule(L.LightningDataModule):
     """Splits a dataset of (input, label) pairs into train, val and test, and batches them; subclasses
-    implement `load`, `class_names` and `input_shape`. The split depends on its fractions and seed
-    alone, so every run sees the same test set; with `fold`, the rest makes `num_folds` stratified
-    folds, and that fold validates. Loaders are torchdata's StatefulDataLoader: a checkpoint taken
-    in the middle of an epoch holds its place."""
+    implement `load() -> (that dataset, its labels)`, `class_names` and `input_shape`. The split
+    depends on its fractions and seed alone, so every run sees the same test set; with `fold`, the
+    rest makes `num_folds` stratified folds, and that fold validates. Loaders are torchdata's
+    StatefulDataLoader: a checkpoint taken in the middle of an epoch holds its place."""
 
     def __init__(
         self,
@@ -40,9 +38,6 @@ class LabelledDataModule(L.LightningDataModule):
         if batch_size < 1:
             raise ValueError(f"data.batch_size={batch_size}: must be a positive integer.")
         self.batch_size, self.splits = batch_size, {}
-
-    def load(self) -> tuple[Dataset, Sequence[int]]:  # the dataset of (input, label) items, and its labels
-        raise NotImplementedError
 
     @property
     def num_classes(self) -> int:

@@ -83,8 +83,7 @@ class Classifier(L.LightningModule):
         return torch.softmax(self(batch), dim=-1)
 
     def configure_optimizers(self) -> Any:
-        # Frozen parameters (a fine-tuned backbone) join the optimizer when they are thawed.
-        params = [p for p in self.parameters() if p.requires_grad]
+        params = [p for p in self.parameters() if p.requires_grad]  # frozen ones join when thawed
         optimizer = hydra.utils.instantiate(self.hparams.optimizer, params=params)
         if not self.hparams.scheduler:
             return optimizer

@@ -21,7 +21,7 @@ import yaml
 from dotenv import load_dotenv
 from hydra.core.config_store import ConfigStore
 from hydra.core.hydra_config import HydraConfig
-from hydra.errors import CompactHydraException
+from hydra.errors import CompactHydraException, InstantiationException
 from omegaconf import OmegaConf
 
 log = logging.getLogger(__name__)
@@ -48,6 +48,17 @@ class Stopped(SystemExit):
         super().__init__(EXIT_CODE if launched_as_rank_zero() else 0)
         if launched_as_rank_zero():
             log.warning(f"Stopped{where}, exit status {EXIT_CODE}. Continue: python train.py resume={run}")
+
+
+@contextmanager
+def named_errors() -> Iterator[None]:
+    """A DataModule's or net's ValueError (or a file's OSError) names what is at fault: the message alone."""
+    try:
+        yield
+    except (ValueError, OSError, InstantiationException) as error:  # Hydra wraps __init__'s, nested for a net
+        while isinstance(error, InstantiationException) and error.__cause__:
+            error = error.__cause__
+        raise ConfigError(str(error)) from error
 
 
 def _note(signum: int, frame: Any) -> None:
