@@ -5,6 +5,7 @@ from pathlib import Path
 
 import lightning as L
 import pytest
+import torch
 from conftest import best_checkpoint, compose_config
 
 from {{ cookiecutter.package_name }}.train import train
@@ -56,8 +57,11 @@ def test_a_checkpoint_of_another_head_loads_its_backbone_and_says_so(
     assert "tensors loaded" in caplog.text and re.search(r"new: .*head", caplog.text)
 
 
-def test_missing_pretrained_checkpoint_is_named(tmp_path: Path) -> None:
+def test_a_missing_or_foreign_pretrained_checkpoint_is_named(tmp_path: Path) -> None:
     from {{ cookiecutter.package_name }}.utils.runs import ConfigError
 
     with pytest.raises(ConfigError, match="pretrained='/no/such.ckpt': no such checkpoint file"):
         train(compose_config("train", tmp_path, ["pretrained=/no/such.ckpt", "debug=fdr"]))
+    torch.save({"net.head.weight": torch.zeros(10, 64)}, weights := tmp_path / "weights.pt")  # no Lightning's
+    with pytest.raises(ConfigError, match="weights.pt': not a checkpoint of this project"):
+        train(compose_config("train", tmp_path, [f"pretrained={weights}", "debug=fdr"]))

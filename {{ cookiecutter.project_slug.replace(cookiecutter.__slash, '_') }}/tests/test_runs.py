@@ -157,7 +157,7 @@ def test_resume_removes_partial_files_and_skips_an_unreadable_checkpoint(tmp_pat
 
 
 @pytest.mark.parametrize("entry", ["train", "eval", "predict", "export"])
-def test_a_missing_or_corrupt_checkpoint_gets_the_same_message_everywhere(entry: str, tmp_path: Path) -> None:
+def test_a_missing_corrupt_or_foreign_checkpoint_is_one_message_anywhere(entry: str, tmp_path: Path) -> None:
     """Each entry point's own function, as its command runs it (Hydra prints the message alone)."""
     from importlib import import_module
 
@@ -167,8 +167,11 @@ def test_a_missing_or_corrupt_checkpoint_gets_the_same_message_everywhere(entry:
     run = getattr(import_module(f"{{ cookiecutter.package_name }}.{entry}"), function)
     broken = tmp_path / "broken.ckpt"
     broken.write_bytes(b"\x80\x02 truncated")
+    foreign = tmp_path / "foreign.ckpt"  # another program's Lightning checkpoint, or weights alone
+    torch.save({"state_dict": {}, "pytorch-lightning_version": "2.6", "hyper_parameters": {"lr": 1}}, foreign)
     cases = {
         str(broken): f"ckpt_path='{broken}' is not a readable checkpoint",
+        str(foreign): f"ckpt_path='{foreign}': not a checkpoint of this project (no net config in it).",
         "/no/such.ckpt": "ckpt_path='/no/such.ckpt': no such checkpoint file.",
         "null": "ckpt_path is not set.",
     }

@@ -49,7 +49,6 @@ def train(cfg: DictConfig) -> dict[str, float]:
     trainer: L.Trainer = hydra.utils.instantiate(cfg.trainer, callbacks=callbacks, logger=loggers or False)
     for logger in trainer.loggers:
         logger.log_hyperparams(OmegaConf.to_container(cfg, resolve=True))
-
     metrics: dict[str, Any] = {}
     try:
         if cfg.train:

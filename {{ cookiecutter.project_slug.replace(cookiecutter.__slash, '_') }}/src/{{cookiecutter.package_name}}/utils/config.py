@@ -47,11 +47,6 @@ def quiet_console(cfg: DictConfig) -> None:
     """Keep known upstream noise off the console, at its source. Call it where Lightning loads: it
     gives itself a console handler, and Hydra's already prints (and files) every record."""
     import lightning  # noqa: F401
-{%- if cookiecutter.__wandb == 'True' %}
-
-    if "wandb" in (cfg.get("logger") or {}):  # W&B warns of Lightning's `anonymous` unless set up first
-        __import__("wandb").setup()  # silently: WANDB_SILENT, in configs/hydra/default.yaml
-{%- endif %}
 
     logging.getLogger("lightning").handlers.clear()
     rank_zero = logging.getLogger("lightning.pytorch.utilities.rank_zero")
@@ -62,6 +57,10 @@ def quiet_console(cfg: DictConfig) -> None:
     # Lightning's hint on any machine with SLURM installed, when the run is not a SLURM job.
     warnings.filterwarnings("ignore", message=r"The `srun` command is available on your system")
     warnings.filterwarnings("ignore", message="Checkpoint directory .* exists and is not empty")  # a resume
+{%- if cookiecutter.__wandb == 'True' %}
+    if "wandb" in (cfg.get("logger") or {}):  # W&B warns of Lightning's `anonymous` unless set up first
+        __import__("wandb").setup()  # silently: WANDB_SILENT, in configs/hydra/default.yaml
+{%- endif %}
 
 
 def save_config(cfg: DictConfig, run: Path, first_start: bool = False) -> None:

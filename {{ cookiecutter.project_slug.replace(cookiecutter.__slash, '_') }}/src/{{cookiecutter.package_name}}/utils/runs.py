@@ -180,9 +180,12 @@ def read_checkpoint(path: str | Path | None, key: str = "ckpt_path") -> dict[str
         problem = f"{key}={str(path)!r}: no such checkpoint file." if path else f"{key} is not set."
         raise ConfigError(f"{problem} Pass a .ckpt file, e.g. logs/train/runs/<run>/checkpoints/last.ckpt.")
     try:
-        return torch.load(Path(path).expanduser(), map_location="cpu", weights_only=True, mmap=True)
+        saved = torch.load(Path(path).expanduser(), map_location="cpu", weights_only=True, mmap=True)
     except Exception as e:  # truncated, corrupt, or not a checkpoint at all
         raise ConfigError(f"{key}={str(path)!r} is not a readable checkpoint ({type(e).__name__}).") from None
+    if not isinstance(saved, dict) or "net" not in saved.get("hyper_parameters", {}):  # another program's
+        raise ConfigError(f"{key}={str(path)!r}: not a checkpoint of this project (no net config in it).")
+    return saved
 
 
 def checkpoint_to_continue(run: Path, ckpt_path: str | None) -> str | None:
