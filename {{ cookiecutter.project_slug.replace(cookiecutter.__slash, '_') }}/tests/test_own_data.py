@@ -4,7 +4,7 @@ import csv
 from pathlib import Path
 
 import pytest
-from conftest import metrics, run_dirs, run_script, write_image_folder, write_table
+from conftest import best_checkpoint, metrics, run_dirs, run_script, write_image_folder, write_table
 
 EPOCHS = ("trainer.max_epochs=8", "data.batch_size=16", "logger=csv")
 
@@ -70,3 +70,26 @@ def test_a_csv_table_trains_evaluates_and_predicts(tmp_path: Path) -> None:
     nan.write_text("f0,f1,f2,f3\n1,2,3,4\nnan,2,3,4\n")
     refused = run_script("predict.py", f"ckpt_path={checkpoint}", f"input={nan}", cwd=tmp_path)
     assert refused.returncode == 1 and "nan.csv:3 hold NaN or infinite values" in refused.stderr
+
+
+@pytest.mark.slow
+def test_a_datamodule_of_your_own_that_knows_its_data_only_after_setup(tmp_path: Path) -> None:
+    """tests/own_datamodule.py, with its config in a folder of the user's (hydra.searchpath), as
+    configs/data/<name>.yaml: train, resume, eval (from the checkpoint's data config) and predict."""
+    table = write_table(tmp_path / "table.csv", features=4, classes=3)
+    (configs := tmp_path / "configs" / "data").mkdir(parents=True)
+    own = f"_target_: own_datamodule.TableReadInSetup\npath: {table}\ntarget: species\nbatch_size: 16\n"
+    (configs / "own.yaml").write_text(own)
+    searchpath = f"hydra.searchpath=[file://{configs.parent}]"  # with value overrides (trained's)
+    run = trained(tmp_path, "data=own", searchpath)
+    assert metrics(run)["test/acc"] > 0.8
+    again = run_script("train.py", f"resume={run}", searchpath, cwd=tmp_path)  # its config composed again
+    assert again.returncode == 0 and "is finished" in again.stderr, again.stderr[-3000:]
+    evaluated = run_script("eval.py", f"ckpt_path={best_checkpoint(run)}", "logger=csv", cwd=tmp_path)
+    assert evaluated.returncode == 0, evaluated.stderr[-3000:]
+    (eval_run,) = run_dirs(tmp_path / "logs" / "eval")
+    assert metrics(eval_run)["test/acc"] == pytest.approx(metrics(run)["test/acc"])
+    rows = predictions(tmp_path, best_checkpoint(run), table)
+    with table.open() as file:
+        truth = [row["species"] for row in csv.DictReader(file)]
+    assert sum(row["class"] == label for row, label in zip(rows, truth, strict=True)) > 0.8 * len(truth)

@@ -90,7 +90,8 @@ def load_matching_weights(net: Any, path: str) -> None:
 @hydra.main(version_base="1.3", config_path="configs", config_name="train")
 def run_train(cfg: DictConfig) -> float | None:
     """Start the run, or continue it with its own config (resume=); train; return `optimized_metric`."""
-    run, given = Path(cfg.paths.output_dir), list(HydraConfig.get().overrides.task)
+    run, overrides = Path(cfg.paths.output_dir), HydraConfig.get().overrides  # searchpath: compose() needs it
+    given = [*overrides.task, *(o for o in overrides.hydra if o.startswith("hydra.searchpath"))]
     fresh = HydraConfig.get().output_subdir is not None  # this start made the directory
     try:
         config.check_types(cfg, given)
@@ -98,7 +99,7 @@ def run_train(cfg: DictConfig) -> float | None:
             if fresh:  # resume= named no run: a new directory was made for this error (utils/runs.py)
                 shutil.rmtree(run)
                 runs.find_run(str(Path(cfg.paths.log_dir) / cfg.task_name / "runs"), cfg.resume)
-            cfg = hydra.compose("train", [o for o in runs.resume_overrides(run, given) if o[:5] != "hydra"])
+            cfg = hydra.compose("train", runs.resume_overrides(run, given))
             with open_dict(cfg):
                 cfg.resume = str(run)
             if cfg.get("ckpt_path"):
@@ -119,8 +120,7 @@ def run_train(cfg: DictConfig) -> float | None:
 
 
 def main() -> None:
-    """Note stop signals from the very start; then Hydra parses the command line (where logger=null,
-    the reference template's way to log nothing, would be an error: Hydra 1.3 takes logger=[])."""
+    """Note stop signals at once; logger=null (the reference template's; Hydra refuses it) is logger=[]."""
     runs.catch_signals()
     sys.argv = [{"logger=null": "logger=[]"}.get(argument, argument) for argument in sys.argv]
     run_train()
