@@ -205,11 +205,11 @@ def checkpoint_to_continue(run: Path, ckpt_path: str | None) -> str | None:
 def multirun_name() -> str | None:
     """The name of the multirun this job belongs to (a W&B group), or None."""
     cfg = HydraConfig.get() if HydraConfig.initialized() else None
-    return Path(cfg.sweep.dir).name if cfg and cfg.mode.name == "MULTIRUN" else None
+    return Path(cfg.sweep.dir).name if cfg and cfg.mode and cfg.mode.name == "MULTIRUN" else None
 
 
-def run_id(run: str) -> str:  # a logger's run id from the run directory: each start of a run logs there
-    return hashlib.sha1(str(Path(run).resolve()).encode()).hexdigest()[:16]
+def run_id(run: str | None) -> str | None:  # a logger's run id from the run directory: each start logs there
+    return run and hashlib.sha1(str(Path(run).resolve()).encode()).hexdigest()[:16]
 {%- if cookiecutter.__wandb == 'True' %}
 
 
