@@ -173,7 +173,11 @@ def test_no_srun_hint_outside_slurm(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_multirun_with_ddp_writes_one_sweep_directory(tmp_path: Path) -> None:
-    result = run_script("train.py", "-m", *DDP[:4], *QUICK, "seed=1,2", cwd=tmp_path, RUN_NAME="sweep")
+    (mine := tmp_path / "mine" / "experiment").mkdir(parents=True)  # every rank finds the user's configs
+    (mine / "two.yaml").write_text("# @package _global_\ntags: [mine]\n")
+    searchpath = f"hydra.searchpath=[file://{mine.parent}]"
+    overrides = (*DDP[:4], *QUICK, "seed=1,2", "experiment=two", searchpath)
+    result = run_script("train.py", "-m", *overrides, cwd=tmp_path, RUN_NAME="sweep")
     assert result.returncode == 0, result.stderr[-3000:]
     sweep = tmp_path / "logs" / "train" / "multiruns" / "sweep"
     assert sorted(p.relative_to(sweep).as_posix() for p in sweep.rglob("metrics.json")) == [

@@ -108,7 +108,7 @@ def run_train(cfg: DictConfig) -> float | None:
             hint = f"nothing to do (to train longer: a new run with ckpt_path={run}/checkpoints/last.ckpt)"
             print(f"{run} is finished (it has metrics.json): {hint}.", file=sys.stderr)
             return json.loads((run / "metrics.json").read_text()).get(cfg.get("optimized_metric"))
-        with runs.held(run), multirun_job():
+        with runs.held(run), multirun_job(given):
             if runs.launched_as_rank_zero():
                 config.save_config(cfg, run, first_start=fresh)
             metrics = train(cfg)

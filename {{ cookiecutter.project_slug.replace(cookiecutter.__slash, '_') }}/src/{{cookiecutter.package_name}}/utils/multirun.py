@@ -21,12 +21,12 @@ log = logging.getLogger(__name__)
 
 
 @contextmanager
-def multirun_job() -> Iterator[None]:
-    """Lightning starts DDP ranks as `python <sys.argv> hydra.run.dir=<run.dir>`; in a multirun both are
-    the sweep's: point them at this job. After it, end its ranks: the next job starts its own."""
+def multirun_job(given: list[str]) -> Iterator[None]:
+    """Lightning starts DDP ranks as `python <sys.argv> hydra.run.dir=<run.dir>`; in a multirun both
+    are the sweep's: point them at this job and its `given` overrides; after it, end the job's ranks."""
     environment = dict(os.environ)
     if HydraConfig.initialized() and (hydra_cfg := HydraConfig.get()).mode.name == "MULTIRUN":
-        sys.argv = [sys.argv[0], *hydra_cfg.overrides.task]
+        sys.argv = [sys.argv[0], *given]
         with read_write(hydra_cfg), open_dict(hydra_cfg):
             hydra_cfg.run.dir = hydra_cfg.runtime.output_dir
     try:
