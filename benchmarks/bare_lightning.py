@@ -73,7 +73,7 @@ def main(project: Path, times: str, turns: str, turn: int, overrides: list[str])
     datamodule.prepare_data()
     model = hydra.utils.instantiate(
         cfg.model,
-        num_classes=datamodule.num_classes,
+        num_classes=len(datamodule.class_names),
         input_shape=list(datamodule.input_shape),
         class_names=datamodule.class_names,
     )

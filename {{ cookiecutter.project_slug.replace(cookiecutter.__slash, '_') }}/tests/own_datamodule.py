@@ -18,10 +18,6 @@ class TableReadInSetup(L.LightningDataModule):
         self.class_names: list[str] | None = None  # known after setup(), as the input shape
         self.input_shape: tuple[int, ...] | None = None
 
-    @property
-    def num_classes(self) -> int:
-        return len(self.class_names)
-
     def transform(self, row: Mapping[str, str]) -> torch.Tensor:  # one row to one input (predict.py too)
         return torch.tensor([float(value) for name, value in row.items() if name != self.target])
 

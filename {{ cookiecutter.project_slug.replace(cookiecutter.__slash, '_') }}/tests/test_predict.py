@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import best_checkpoint, compose_config
+from conftest import best_checkpoint, compose_config{{ ", write_image_folder" if cookiecutter.example == "digits" }}
 
 from {{ cookiecutter.package_name }}.eval import model_and_data
 from {{ cookiecutter.package_name }}.predict import predict
@@ -55,6 +55,8 @@ def test_inputs_the_model_cannot_take_are_refused(checkpoint: Path, tmp_path: Pa
     (tmp_path / "notes.txt").write_text("hello")
 {%- if cookiecutter.example == 'digits' %}
     (tmp_path / "broken.png").write_bytes(b"\x89PNG not really")
+    whole = (write_image_folder(tmp_path / "images", per_class=1) / "class_0" / "000.png").read_bytes()
+    (tmp_path / "cut.png").write_bytes(whole[: len(whole) // 2])  # a copy cut short
     (tmp_path / "empty" / "sub").mkdir(parents=True)
 {%- endif %}
     for source, message in (
@@ -62,6 +64,7 @@ def test_inputs_the_model_cannot_take_are_refused(checkpoint: Path, tmp_path: Pa
         (tmp_path / "none", "no such file or folder"),
 {%- if cookiecutter.example == 'digits' %}
         (tmp_path / "broken.png", "cannot identify image file .*broken.png"),
+        (tmp_path / "cut.png", "cut.png: image file is truncated"),
         (tmp_path / "empty", "no images or rows to predict there"),
 {%- endif %}
     ):

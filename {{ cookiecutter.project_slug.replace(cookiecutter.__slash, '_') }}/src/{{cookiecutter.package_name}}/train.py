@@ -32,7 +32,7 @@ def train(cfg: DictConfig) -> dict[str, float]:
         datamodule: L.LightningDataModule = hydra.utils.instantiate(cfg.data)
         datamodule.prepare_data()  # the data decides the model's input shape and classes, and is read
         datamodule.setup("fit")  # and split here: what it cannot use is named before training starts
-        shape = {"input_shape": list(datamodule.input_shape), "num_classes": datamodule.num_classes}
+        shape = {"input_shape": list(datamodule.input_shape), "num_classes": len(datamodule.class_names)}
         model = hydra.utils.instantiate(cfg.model, **shape, class_names=datamodule.class_names)
     if cfg.get("pretrained"):
         load_matching_weights(model.net, cfg.pretrained)

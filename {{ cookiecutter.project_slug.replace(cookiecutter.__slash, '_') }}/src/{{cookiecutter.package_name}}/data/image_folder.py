@@ -18,7 +18,10 @@ SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tif", ".tiff", ".webp")
 
 def to_tensor(image: Image.Image, size: tuple[int, int], channels: int) -> Tensor:
     """A float tensor (channels, height, width) in [0, 1] of `size` (H, W): in training and predict.py."""
-    image = image.convert("L" if channels == 1 else "RGB")
+    try:
+        image = image.convert("L" if channels == 1 else "RGB")
+    except OSError as error:  # a file cut short: Pillow's message does not name it
+        raise OSError(f"{image.filename}: {error}") from None
     pixels = np.atleast_3d(np.asarray(image.resize(size[::-1], Image.Resampling.BILINEAR), dtype=np.float32))
     return torch.from_numpy(pixels / 255).permute(2, 0, 1)  # (height, width, channels) to (channels, ...)
 

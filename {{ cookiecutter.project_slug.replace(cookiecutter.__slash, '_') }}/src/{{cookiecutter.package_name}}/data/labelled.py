@@ -39,10 +39,6 @@ class LabelledDataModule(L.LightningDataModule):
             raise ValueError(f"data.batch_size={batch_size}: must be a positive integer.")
         self.batch_size, self.splits = batch_size, {}
 
-    @property
-    def num_classes(self) -> int:
-        return len(self.class_names)
-
     def setup(self, stage: str | None = None) -> None:
         if self.splits:
             return
