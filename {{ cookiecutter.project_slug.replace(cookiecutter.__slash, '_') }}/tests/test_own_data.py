@@ -34,6 +34,16 @@ def test_a_folder_of_images_unlike_the_digits_trains_evaluates_and_predicts(tmp_
     assert evaluated.returncode == 0, evaluated.stderr[-3000:]
     (eval_run,) = run_dirs(tmp_path / "logs" / "eval")
     assert metrics(eval_run)["test/acc"] > 0.8
+    # Another folder of the kind (+data.root: the rest of the data config as trained, images made 16x16),
+    # its class_0 and class_1 swapped: the model gets those wrong.
+    other = write_image_folder(tmp_path / "other", classes=3, size=32)
+    for old, new in (("class_0", "swap"), ("class_1", "class_0"), ("swap", "class_1")):
+        (other / old).rename(other / new)
+    evaluated = run_script(
+        "eval.py", f"ckpt_path={checkpoint}", f"+data.root={other}", "logger=csv", cwd=tmp_path
+    )
+    assert evaluated.returncode == 0, evaluated.stderr[-3000:]
+    assert metrics(run_dirs(tmp_path / "logs" / "eval")[-1])["test/acc"] < 0.5
     rows = predictions(tmp_path, checkpoint, images)  # the folder of class folders: every image in it
     assert len(rows) == 120 and sum(row["class"] == row["input"].split("/")[0] for row in rows) > 100
     assert set(rows[0]) == {"input", "class", "probability", "p_class_0", "p_class_1", "p_class_2"}

@@ -1,12 +1,12 @@
-"""Test a checkpoint: `python eval.py ckpt_path=PATH`. It records its architecture and its data: nothing
-else is needed; `data=...` evaluates it on other data of the same input shape and classes."""
+"""Test a checkpoint: `python eval.py ckpt_path=PATH` (it holds its net and data config). `data=...`
+tests it on other data of its input shape and classes; `+data.<key>=...` on its own data changed."""
 
 import logging
 from pathlib import Path
 from typing import Any
 
 import hydra
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from {{ cookiecutter.package_name }}.utils import config, runs
 
@@ -15,12 +15,13 @@ log = logging.getLogger(__name__)
 
 def model_and_data(cfg: Any) -> tuple[Any, Any]:
     """The checkpoint's model (on the CPU, for inference) and its DataModule: the data config the
-    checkpoint records, or `data=` from the command line where it fits the model."""
+    checkpoint records, changed by `+data.<key>=`, or `data=` from the command line where it fits."""
     from {{ cookiecutter.package_name }}.models.classifier import Classifier
 
     checkpoint = runs.read_checkpoint(cfg.get("ckpt_path"))
     model = Classifier.load_from_checkpoint(cfg.ckpt_path, map_location="cpu", weights_only=True).eval()
-    if not (data := cfg.get("data") or checkpoint.get("resumable", {}).get("data")):
+    data, saved = cfg.get("data") or {}, checkpoint.get("resumable", {}).get("data") or {}
+    if "_target_" not in (data := data if "_target_" in data else OmegaConf.merge(saved, data)):
         raise runs.ConfigError(f"ckpt_path={cfg.ckpt_path} records no data config: pass data=<option>.")
     with runs.named_errors():  # data= that cannot be read or split
         datamodule = hydra.utils.instantiate(data)
