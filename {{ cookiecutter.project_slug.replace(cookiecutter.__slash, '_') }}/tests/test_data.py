@@ -5,9 +5,11 @@ import re
 from pathlib import Path
 
 import hydra
+import numpy as np
 import pytest
 import torch
 from conftest import compose_config, write_image_folder, write_table
+from PIL import Image
 
 
 def made(tmp_path: Path, data: str) -> object:
@@ -101,6 +103,21 @@ def test_a_damaged_image_is_named_when_it_is_read(tmp_path: Path) -> None:
     with pytest.raises(OSError, match=re.escape(f"{damaged}: image file is truncated")):
         for loader in loaders:
             list(loader)
+
+
+def test_16_bit_images_keep_their_contrast(tmp_path: Path) -> None:
+    pixels = np.linspace(0, 65535, 64).astype(np.uint16).reshape(8, 8)  # microscopes, scanners: 16-bit gray
+    for label in ("a", "b"):
+        (tmp_path / "deep" / label).mkdir(parents=True)
+        for i in range(10):
+            Image.fromarray(pixels).save(tmp_path / "deep" / label / f"{i}.png")
+    cfg = compose_config(
+        "train", tmp_path, ["data=image_folder", f"data.root={tmp_path / 'deep'}", "data.channels=1"]
+    )
+    datamodule = hydra.utils.instantiate(cfg.data)
+    datamodule.setup("fit")
+    x, _ = next(iter(datamodule.train_dataloader()))
+    assert torch.allclose(x[0, 0], torch.from_numpy(pixels / 65535).float(), atol=1 / 255)
 
 
 def test_test_set_is_the_same_whatever_the_training_seed(tmp_path: Path) -> None:

@@ -29,7 +29,6 @@ def read_inputs(path: Path, datamodule: Any) -> dict[str, Any]:
     if len(datamodule.input_shape) != 3 or not all(p.suffix.lower() in IMAGES for p in images):
         takes = "an image or a folder of images" if len(datamodule.input_shape) == 3 else "a .csv file"
         raise ValueError(f"input={str(path)!r} holds nothing this model takes; it accepts {takes}.")
-    # Each image loaded by the transform, so closed.
     return {str(file.relative_to(folder)): datamodule.transform(Image.open(file)) for file in images}
 
 

@@ -1,8 +1,8 @@
 """Images in one sub-folder per class (`root/<class>/<image>`): PNG, JPEG, anything Pillow reads."""
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cached_property, partial
 from pathlib import Path
 
 import numpy as np
@@ -19,6 +19,8 @@ SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tif", ".tiff", ".webp")
 def to_tensor(image: Image.Image, size: tuple[int, int], channels: int) -> Tensor:
     """A float tensor (channels, height, width) in [0, 1] of `size` (H, W): in training and predict.py."""
     try:
+        if image.mode.startswith("I;16"):  # 16-bit gray: to 8 bits by scaling, not clipping (convert's way)
+            image = image.convert("I").point(lambda value: value / 256)
         image = image.convert("L" if channels == 1 else "RGB")
     except OSError as error:  # a file cut short: Pillow's message does not name it
         raise OSError(f"{image.filename}: {error}") from None
@@ -28,19 +30,18 @@ def to_tensor(image: Image.Image, size: tuple[int, int], channels: int) -> Tenso
 
 @dataclass
 class ImageFiles(Dataset):
-    """(image, label) pairs, each file read when asked for and made a tensor by `to_tensor`."""
+    """(image, label) pairs, each file read when asked for and made a tensor by `transform`."""
 
     files: Sequence[Path]
     labels: Sequence[int]
-    size: tuple[int, int]
-    channels: int
+    transform: Callable[[Image.Image], Tensor]
 
     def __len__(self) -> int:
         return len(self.files)
 
     def __getitem__(self, index: int) -> tuple[Tensor, int]:
         with Image.open(self.files[index]) as image:
-            return to_tensor(image, self.size, self.channels), self.labels[index]
+            return self.transform(image), self.labels[index]
 
 
 class ImageFolderDataModule(LabelledDataModule):
@@ -92,4 +93,4 @@ class ImageFolderDataModule(LabelledDataModule):
 
     def load(self) -> tuple[Dataset, Sequence[int]]:
         files, labels = zip(*self.images, strict=True)
-        return ImageFiles(files, labels, self.size, self.channels), labels
+        return ImageFiles(files, labels, partial(to_tensor, size=self.size, channels=self.channels)), labels
