@@ -22,7 +22,7 @@ class BackboneWatch(L.Callback):
 
 @pytest.mark.slow
 def test_backbone_is_frozen_then_thawed_and_beats_training_from_scratch(
-    trained_run: tuple[Path, dict[str, float]], tmp_path: Path
+    trained_run: tuple[Path, dict[str, float]], tmp_path: Path, recwarn: pytest.WarningsRecorder
 ) -> None:
     run_dir, scratch = trained_run  # 4 epochs from scratch
     BackboneWatch.trainable = []
@@ -36,6 +36,7 @@ def test_backbone_is_frozen_then_thawed_and_beats_training_from_scratch(
     ]
     metrics = train(compose_config("train", tmp_path, overrides))
     assert BackboneWatch.trainable == [False, False, True]
+    assert not [w for w in recwarn if "to be frozen" in str(w.message)]  # train_bn: no noise
     # Three epochs from the checkpoint reach what four from scratch reached.
     assert metrics["test/acc"] >= scratch["test/acc"] - 0.01
 

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import numpy as np
 from PIL import Image
+from sklearn.datasets import load_digits
 
 from {{ cookiecutter.package_name }}.data.image_folder import ImageFolderDataModule
 
@@ -17,8 +18,6 @@ class DigitsDataModule(ImageFolderDataModule):
         super().__init__(root, image_size=(8, 8), channels=1, **options)
 
     def prepare_data(self) -> None:
-        from sklearn.datasets import load_digits
-
         if self.root.is_dir():
             return
         self.root.parent.mkdir(parents=True, exist_ok=True)
