@@ -120,6 +120,25 @@ def test_16_bit_images_keep_their_contrast(tmp_path: Path) -> None:
     assert torch.allclose(x[0, 0], torch.from_numpy(pixels / 65535).float(), atol=1 / 255)
 
 
+@pytest.mark.parametrize(
+    "pixels", [np.linspace(0, 1, 64, dtype=np.float32), np.arange(64, dtype=np.int32) << 20]
+)
+def test_32_bit_images_are_refused_by_name(tmp_path: Path, pixels: np.ndarray) -> None:
+    # Float or 32-bit TIFFs (Pillow modes F, I) carry no range to scale from: 8 bits by clipping were
+    # all black (floats in [0, 1]) or all white, silently.
+    for label in ("a", "b"):
+        (tmp_path / "wide" / label).mkdir(parents=True)
+        for i in range(10):
+            Image.fromarray(pixels.reshape(8, 8)).save(tmp_path / "wide" / label / f"{i}.tiff")
+    cfg = compose_config("train", tmp_path, ["data=image_folder", f"data.root={tmp_path / 'wide'}"])
+    datamodule = hydra.utils.instantiate(cfg.data)
+    datamodule.setup("fit")
+    with pytest.raises(
+        ValueError, match=rf"{tmp_path / 'wide'}/\w/\d\.tiff: 32-bit pixels .*accepted: 8 or 16"
+    ):
+        next(iter(datamodule.train_dataloader()))
+
+
 def test_test_set_is_the_same_whatever_the_training_seed(tmp_path: Path) -> None:
     sets = []
     for seed in (1, 2):

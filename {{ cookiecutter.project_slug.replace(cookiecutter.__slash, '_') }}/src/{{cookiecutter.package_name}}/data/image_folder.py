@@ -19,6 +19,8 @@ SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tif", ".tiff", ".webp")
 def to_tensor(image: Image.Image, size: tuple[int, int], channels: int) -> Tensor:
     """A float tensor (channels, height, width) in [0, 1] of `size` (H, W): in training and predict.py."""
     try:
+        if image.mode in ("I", "F"):  # no range known to scale from: convert would clip, silently
+            raise ValueError(f"{image.filename}: 32-bit pixels (mode {image.mode}); accepted: 8 or 16 bits.")
         if image.mode.startswith("I;16"):  # 16-bit gray: to 8 bits by scaling, not clipping (convert's way)
             image = image.convert("I").point(lambda value: value / 256)
         image = image.convert("L" if channels == 1 else "RGB")

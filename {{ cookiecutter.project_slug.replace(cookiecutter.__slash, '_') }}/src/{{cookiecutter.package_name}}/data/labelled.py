@@ -68,8 +68,7 @@ class LabelledDataModule(L.LightningDataModule):
         )
 
     def train_dataloader(self) -> StatefulDataLoader:
-        # Each rank its share (Lightning leaves a DistributedSampler as it is), in an order that the
-        # epoch (Lightning calls `set_epoch`) and a checkpoint's place in it fully determine.
+        # Each rank its share (Lightning keeps this sampler), in an order set by the epoch and seed alone.
         world, rank = (self.trainer.world_size, self.trainer.global_rank) if self.trainer else (1, 0)
         seed = self.hparams.shuffle_seed or 0
         return self._loader("train", StatefulDistributedSampler(self.splits["train"], world, rank, seed=seed))

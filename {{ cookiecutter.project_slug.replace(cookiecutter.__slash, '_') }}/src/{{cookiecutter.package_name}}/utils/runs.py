@@ -95,8 +95,7 @@ def launch_id() -> str:
 
 def run_name() -> str:
     """RUN_NAME if set; else the SLURM job or torchrun launch; else the start time."""
-    launch = launch_id()
-    started = f"{datetime.now():%Y-%m-%d_%H-%M-%S_%f}"
+    launch, started = launch_id(), f"{datetime.now():%Y-%m-%d_%H-%M-%S_%f}"
     return os.environ.get("RUN_NAME") or (launch if launch.startswith(("slurm-", "torchrun-")) else started)
 
 
