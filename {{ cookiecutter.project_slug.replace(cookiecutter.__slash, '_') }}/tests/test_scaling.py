@@ -13,7 +13,7 @@ from pathlib import Path
 import hydra
 import pytest
 import torch
-from conftest import QUICK, assert_same_run, compose_config, free_port, metrics, run_dirs, run_script
+from conftest import NOISE, QUICK, assert_same_run, compose_config, free_port, metrics, run_dirs, run_script
 from test_configs import options
 
 from {{ cookiecutter.package_name }}.utils.runs import run_name
@@ -93,9 +93,10 @@ def test_run_name_is_shared_by_the_ranks_of_a_launch(monkeypatch: pytest.MonkeyP
     assert run_name() == "my-run"
 
 
-# Two ranks of 32: the same global batch as one process of 64; 3 epochs, to learn something.
+# Two ranks of 32: the same global batch as one process of 64; 3 epochs, to learn something; 257
+# validation samples: one rank has a batch more than the other (no sample is repeated to even them).
 DDP = ("trainer.accelerator=cpu", "trainer.devices=2", "strategy=ddp", "data.batch_size=32", *QUICK[-2:])
-DDP += ("trainer.max_epochs=3",)
+DDP += ("trainer.max_epochs=3", "data.val_fraction=0.1428")
 # One torch thread per rank, however the ranks are started, so that they compute alike.
 ONE_THREAD = {"OMP_NUM_THREADS": "1"}
 
@@ -106,13 +107,14 @@ def two_processes(tmp_path_factory: pytest.TempPathFactory) -> Path:
     cwd = tmp_path_factory.mktemp("ddp")
     result = run_script("train.py", *DDP, cwd=cwd, **ONE_THREAD)
     assert result.returncode == 0, result.stderr[-3000:]
+    assert not [word for word in NOISE if word in result.stdout + result.stderr], result.stderr
     (run,) = run_dirs(cwd / "logs")
     return run
 
 
 @pytest.mark.slow
 def test_ddp_writes_one_run_directory_close_to_one_process(two_processes: Path, tmp_path: Path) -> None:
-    one = run_script("train.py", "trainer.accelerator=cpu", *QUICK[-2:], "trainer.max_epochs=3", cwd=tmp_path)
+    one = run_script("train.py", "trainer.accelerator=cpu", *QUICK[-2:], *DDP[-2:], cwd=tmp_path)
     assert one.returncode == 0, one.stderr[-3000:]
     (run,) = run_dirs(tmp_path / "logs")
     # The same global batch, another split of the samples between the ranks: close, not equal.
@@ -202,11 +204,14 @@ def test_ddp_evaluation_equals_one_process(
             "trainer.accelerator=cpu",
             *devices,
             "logger=csv",
+            "+data.test_fraction=0.105",  # 189 samples, one at a time: 95 on one rank, 94 on the other
+            "+data.batch_size=1",
             cwd=tmp_path / name,
         )
         assert result.returncode == 0, result.stderr[-3000:]
+        assert not [word for word in NOISE if word in result.stdout + result.stderr], result.stderr
         results[name] = metrics(run_dirs(tmp_path / name / "logs")[0])
-    # The test split has an even size, so two ranks see every sample exactly once.
+    # Every sample once: Lightning's own sampler would have repeated one to give both ranks 95.
     for key in ("test/acc", "test/f1"):
         assert results["two"][key] == pytest.approx(results["one"][key], abs=1e-6)
     assert results["two"]["test/loss"] == pytest.approx(results["one"]["test/loss"], rel=1e-4)

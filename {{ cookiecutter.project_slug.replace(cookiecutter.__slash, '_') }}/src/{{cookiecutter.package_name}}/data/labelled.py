@@ -2,6 +2,7 @@
 
 import lightning as L
 import torch
+from lightning.pytorch.overrides.distributed import UnrepeatedDistributedSampler
 from sklearn.model_selection import StratifiedKFold, train_test_split
 from torch.utils.data import Subset
 from torchdata.stateful_dataloader import StatefulDataLoader
@@ -55,26 +56,25 @@ class LabelledDataModule(L.LightningDataModule):
             train, val = [rest[i] for i in train_at], [rest[i] for i in val_at]
         self.splits = dict(train=Subset(dataset, train), val=Subset(dataset, val), test=Subset(dataset, test))
 
-    def _loader(self, split: str, sampler: StatefulDistributedSampler | None = None) -> StatefulDataLoader:
+    def _loader(self, split: str, sampler: type, **options) -> StatefulDataLoader:
+        # Each rank its share (Lightning keeps these samplers): training in an order the epoch and seed alone
+        # set, evaluation each sample once (Lightning's repeats a few). Workers draw no seed from dropout's.
+        world, rank = (self.trainer.world_size, self.trainer.global_rank) if self.trainer else (1, 0)
         return StatefulDataLoader(
             self.splits[split],
             batch_size=self.batch_size,
-            sampler=sampler,
+            sampler=sampler(self.splits[split], world, rank, **options),
             num_workers=self.hparams.num_workers,
             persistent_workers=self.hparams.num_workers > 0,
             pin_memory=torch.cuda.is_available(),  # page-locked memory: quicker copies to a CUDA GPU
-            # Workers seeded from a generator of their own: loading draws nothing from dropout's.
             generator=torch.Generator().manual_seed(self.hparams.shuffle_seed or 0),
         )
 
     def train_dataloader(self) -> StatefulDataLoader:
-        # Each rank its share (Lightning keeps this sampler), in an order set by the epoch and seed alone.
-        world, rank = (self.trainer.world_size, self.trainer.global_rank) if self.trainer else (1, 0)
-        seed = self.hparams.shuffle_seed or 0
-        return self._loader("train", StatefulDistributedSampler(self.splits["train"], world, rank, seed=seed))
+        return self._loader("train", StatefulDistributedSampler, seed=self.hparams.shuffle_seed or 0)
 
     def val_dataloader(self) -> StatefulDataLoader:
-        return self._loader("val")
+        return self._loader("val", UnrepeatedDistributedSampler, shuffle=False)
 
     def test_dataloader(self) -> StatefulDataLoader:
-        return self._loader("test")
+        return self._loader("test", UnrepeatedDistributedSampler, shuffle=False)

@@ -68,7 +68,7 @@ class Classifier(L.LightningModule):
     def on_validation_epoch_end(self) -> None:
         if not self.trainer.sanity_checking:  # an untrained net's accuracy is no best
             self.val_acc_best(self.val_metrics["acc"].compute())
-            self.log("val/acc_best", self.val_acc_best.compute(), prog_bar=True)
+            self.log("val/acc_best", self.val_acc_best.compute(), prog_bar=True, sync_dist=True)
 
     def test_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> Tensor:
         x, y = batch

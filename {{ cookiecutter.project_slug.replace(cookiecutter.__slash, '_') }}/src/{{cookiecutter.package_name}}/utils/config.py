@@ -58,6 +58,7 @@ def quiet_console(cfg: DictConfig) -> None:
     warnings.filterwarnings("ignore", message=r"The `srun` command is available on your system")
     warnings.filterwarnings("ignore", message="Checkpoint directory .* exists and is not empty")  # a resume
     warnings.filterwarnings("ignore", message="The provided params to be frozen")  # fine-tuning, train_bn
+    warnings.filterwarnings("ignore", message="The number of training batches")  # epoch metrics log anyway
 {%- if cookiecutter.__wandb == 'True' %}
     if "wandb" in (cfg.get("logger") or {}):  # W&B warns of Lightning's `anonymous` unless set up first
         __import__("wandb").setup()  # silently: WANDB_SILENT, in configs/hydra/default.yaml

@@ -84,11 +84,10 @@ def launched_as_rank_zero() -> bool:
 
 def launch_id() -> str:
     """The same on every rank of one launch, and for a requeued SLURM job; new for any other start."""
-    env = os.environ
-    if env.get("SLURM_JOB_ID") and env.get("SLURM_JOB_NAME") not in ("bash", "interactive"):
-        array = f"_{env['SLURM_ARRAY_TASK_ID']}" if "SLURM_ARRAY_TASK_ID" in env else ""
-        return f"slurm-{env['SLURM_JOB_ID']}{array}"
-    if run := env.get("TORCHELASTIC_RUN_ID"):  # torchrun's --rdzv-id ("none": each node's launcher)
+    if os.environ.get("SLURM_JOB_ID") and os.environ.get("SLURM_JOB_NAME") not in ("bash", "interactive"):
+        array = f"_{os.environ['SLURM_ARRAY_TASK_ID']}" if "SLURM_ARRAY_TASK_ID" in os.environ else ""
+        return f"slurm-{os.environ['SLURM_JOB_ID']}{array}"
+    if run := os.environ.get("TORCHELASTIC_RUN_ID"):  # torchrun's --rdzv-id ("none": each node's launcher)
         return f"torchrun-{run if run != 'none' else f'{socket.gethostname()}-{os.getppid()}'}"
     return f"{socket.gethostname()}-{os.getpid()}"
 
