@@ -1,6 +1,8 @@
 """Your own data with configuration alone: a folder of images, a CSV table; then eval and predict on them."""
 
 import csv
+import re
+import shlex
 from pathlib import Path
 
 import pytest
@@ -80,6 +82,12 @@ def test_a_csv_table_trains_evaluates_and_predicts(tmp_path: Path) -> None:
     nan.write_text("f0,f1,f2,f3\n1,2,3,4\nnan,2,3,4\n")
     refused = run_script("predict.py", f"ckpt_path={checkpoint}", f"input={nan}", cwd=tmp_path)
     assert refused.returncode == 1 and "nan.csv:3 hold NaN or infinite values" in refused.stderr
+    # Once finished, the run says how to train longer: its command, its data and net included.
+    finished = run_script("train.py", f"resume={run}", cwd=tmp_path)
+    command = re.search(r"train longer: python train.py (.*) trainer\.max_epochs=<more>", finished.stderr)[1]
+    longer = run_script("train.py", *shlex.split(command), "trainer.max_epochs=9", cwd=tmp_path)
+    assert longer.returncode == 0, longer.stderr[-3000:]
+    assert metrics(run_dirs(tmp_path / "logs" / "train")[-1])["test/acc"] > 0.8
 
 
 @pytest.mark.slow

@@ -61,6 +61,23 @@ def test_a_run_stopped_at_any_phase_resumes_to_the_same_end(
 
 
 @pytest.mark.slow
+def test_a_run_started_from_a_checkpoint_resumes_from_its_own(uninterrupted: Path, tmp_path: Path) -> None:
+    # Trained longer from a finished run's last checkpoint, and stopped in its third epoch: a resume (or
+    # a requeue) continues from the new run's interrupted.ckpt, not again from the one it started from.
+    longer = (f"ckpt_path={uninterrupted / 'checkpoints' / 'last.ckpt'}", *QUICK, "trainer.max_epochs=4")
+    reference = run_script("train.py", *longer, cwd=tmp_path / "a")
+    assert reference.returncode == 0, reference.stderr[-3000:]
+    stop = [*SIGNAL.split(), "+callbacks.signal.hook=on_train_batch_end", "+callbacks.signal.step=10"]
+    stopped = run_script("train.py", *longer, *stop, cwd=tmp_path / "b")
+    assert stopped.returncode == EXIT_CODE, stopped.stderr[-3000:]
+    (run,) = run_dirs(tmp_path / "b" / "logs")
+    resumed = run_script("train.py", f"resume={run}", cwd=tmp_path / "b")
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert f"Continuing from {run / 'checkpoints' / 'interrupted.ckpt'}" in resumed.stdout + resumed.stderr
+    assert_same_run(run, run_dirs(tmp_path / "a" / "logs")[0])
+
+
+@pytest.mark.slow
 def test_ddp_run_with_one_rank_signalled_stops_every_rank_and_resumes_to_the_same_end(tmp_path: Path) -> None:
     ddp = ("trainer.accelerator=cpu", "trainer.devices=2", "strategy=ddp", "data.batch_size=32", *QUICK)
     reference = run_script("train.py", *ddp, cwd=tmp_path / "a", timeout=600)

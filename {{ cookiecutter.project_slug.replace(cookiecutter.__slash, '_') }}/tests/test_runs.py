@@ -66,7 +66,7 @@ def test_resume_continues_with_the_run_s_own_config_and_may_extend_it(stopped: P
         assert again.returncode == 0 and "nothing to do" in again.stderr
     assert snapshot(stopped) == before
     # What it says to do instead: a new run from the finished one's last checkpoint trains it on.
-    hint = re.search(r"a new run with (ckpt_path=\S+last\.ckpt)", again.stderr).group(1)
+    hint = re.search(r"train longer: python train.py .*(ckpt_path=\S+last\.ckpt)", again.stderr).group(1)
     on = run_script("train.py", *QUICK, "seed=3", hint, "trainer.max_epochs=5", cwd=tmp_path / "on")
     assert on.returncode == 0, on.stderr[-3000:]
     (run,) = run_dirs(tmp_path / "on" / "logs")

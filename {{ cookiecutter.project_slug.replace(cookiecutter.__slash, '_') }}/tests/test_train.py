@@ -121,3 +121,10 @@ def test_machine_settings_come_from_the_local_config_and_dotenv(tmp_path: Path) 
     result = run_script("train.py", *QUICK, f"hydra.searchpath=[file://{tmp_path}]", cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
     assert OmegaConf.load(tmp_path / "logs" / "train" / "runs" / "from-dotenv" / "config.yaml").seed == 7
+    # The same RUN_NAME again is that run: continued with its own config, or refused if changed.
+    changed = run_script(
+        "train.py", *QUICK, f"hydra.searchpath=[file://{tmp_path}]", "model.optimizer.lr=0.5", cwd=tmp_path
+    )
+    assert changed.returncode == 1 and "these would change it: model.optimizer.lr=0.5." in changed.stderr
+    again = run_script("train.py", *QUICK, f"hydra.searchpath=[file://{tmp_path}]", cwd=tmp_path)
+    assert again.returncode == 0 and "is finished" in again.stderr, again.stderr

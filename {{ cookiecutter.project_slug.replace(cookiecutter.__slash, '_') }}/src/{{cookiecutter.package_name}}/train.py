@@ -4,6 +4,7 @@ value of the wrong type or a run in use answers at once; torch and Lightning loa
 import json
 import logging
 import math
+import shlex
 import shutil
 import sys
 from pathlib import Path
@@ -95,18 +96,17 @@ def run_train(cfg: DictConfig) -> float | None:
     fresh = HydraConfig.get().output_subdir is not None  # this start made the directory
     try:
         config.check_types(cfg, given)
-        if cfg.get("resume"):
+        if cfg.get("resume") or not fresh and runs.launched_as_rank_zero():  # RUN_NAME of a run, a requeue
             if fresh:  # resume= named no run: a new directory was made for this error (utils/runs.py)
                 shutil.rmtree(run)
                 runs.find_run(str(Path(cfg.paths.log_dir) / cfg.task_name / "runs"), cfg.resume)
             cfg = hydra.compose("train", runs.resume_overrides(run, given))
             with open_dict(cfg):
                 cfg.resume = str(run)
-            if cfg.get("ckpt_path"):
-                raise runs.ConfigError("resume= continues a run, ckpt_path= starts one: pass one.")
         if (run / "metrics.json").exists():  # said on the console, not in the run's log: it stays as it was
-            hint = f"nothing to do (to train longer: a new run with ckpt_path={run}/checkpoints/last.ckpt)"
-            print(f"{run} is finished (it has metrics.json): {hint}.", file=sys.stderr)
+            again = shlex.join([*runs.resume_overrides(run, []), f"ckpt_path={run}/checkpoints/last.ckpt"])
+            hint = f"nothing to do. To train longer: python train.py {again} trainer.max_epochs=<more>"
+            print(f"{run} is finished (it has metrics.json): {hint}", file=sys.stderr)
             return json.loads((run / "metrics.json").read_text()).get(cfg.get("optimized_metric"))
         with runs.held(run), multirun_job(given):
             if runs.launched_as_rank_zero():

@@ -187,9 +187,7 @@ def read_checkpoint(path: str | Path | None, key: str = "ckpt_path") -> dict[str
 
 
 def checkpoint_to_continue(run: Path, ckpt_path: str | None) -> str | None:
-    """`ckpt_path` if given; else the run's newest readable checkpoint (after resume=, a requeue, ...)."""
-    if ckpt_path:
-        return ckpt_path if read_checkpoint(ckpt_path) else None
+    """The run's newest readable checkpoint (after resume=, a requeue, ...); else `ckpt_path`, checked."""
     for path in sorted(run.glob("checkpoints/*.ckpt"), key=lambda p: p.stat().st_mtime_ns, reverse=True):
         try:
             saved = read_checkpoint(path)
@@ -197,7 +195,7 @@ def checkpoint_to_continue(run: Path, ckpt_path: str | None) -> str | None:
             return str(path)
         except ConfigError as error:
             log.warning(f"Skipped: {error}")
-    return None
+    return ckpt_path if not ckpt_path or read_checkpoint(ckpt_path) else None
 
 
 def multirun_name() -> str | None:
