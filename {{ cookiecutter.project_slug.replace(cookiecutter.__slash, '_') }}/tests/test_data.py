@@ -173,7 +173,7 @@ def made_fold(tmp_path: Path, fold: int) -> object:
         (
             {"one/a.png": b""},
             ["data=image_folder", "data.root={tmp}"],
-            "has 1 class sub-folders: it needs 2 or more",
+            "has 1 class folders: it needs 2 or more",
         ),
         ({"a/x.txt": b"", "b/y.txt": b""}, ["data=image_folder", "data.root={tmp}"], "files in ['a', 'b']"),
         (
@@ -201,7 +201,17 @@ def made_fold(tmp_path: Path, fold: int) -> object:
         (
             {"t.csv": b"a,y\\n1,x\\nz,w\\n"},
             ["data=csv", "data.path={tmp}/t.csv", "data.target=y"],
-            "a row does not fit: ['a'] must be numbers",
+            "a row does not fit: {'a': 'z'}; features are numbers",
+        ),
+        (
+            {"t.csv": b"a,y\\n1,x\\n,w\\n"},
+            ["data=csv", "data.path={tmp}/t.csv", "data.target=y"],
+            "{'a': ''}",
+        ),
+        (
+            {"t.csv": b"a,y\\n1,x\\n2,\\n3, \\n4\\n"},  # no label: blank, or a row cut short
+            ["data=csv", "data.path={tmp}/t.csv", "data.target=y"],
+            "no y on lines [3, 4, 5]",
         ),
     ],
 )

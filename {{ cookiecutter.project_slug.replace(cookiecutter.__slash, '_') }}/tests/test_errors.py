@@ -52,7 +52,7 @@ def test_a_value_left_out_or_of_the_wrong_type_is_named_before_torch_loads(
         (["data=csv", "data.path=/no/such.csv", "data.target=y"], "data.path='/no/such.csv': no such file."),
         (
             ["data=csv", "data.path={cities}", "data.target=y", "model/net=mlp"],
-            "['size', 'city'] must be numbers (could not convert string to float: 'paris')",
+            "a row does not fit: {'size': '1', 'city': 'paris'}; features are numbers (data.features)",
         ),
         (
             ["data=image_folder", "data.root={images}", "data.image_size=[8,8,3]"],
@@ -134,8 +134,8 @@ def test_a_missing_checkpoint_is_one_message_without_a_traceback(tmp_path: Path)
 @pytest.mark.parametrize(
     ("override", "message"),
     [
-        ("data.val_fraction=0.85", "data.val_fraction=0.85 and data.test_fraction=0.15"),
-        ("data.test_fraction=1.5", "data.test_fraction=1.5: each must be between 0 and 1"),
+        ("data.val_fraction=0.85", "data.val_fraction=0.85, data.test_fraction=0.15: each"),
+        ("data.test_fraction=1.5", "data.test_fraction=1.5: each must be between 0 and 1, their sum below 1"),
         ("data.batch_size=0", "data.batch_size=0: must be a positive integer"),
         ("data.fold=7", "data.fold=7: must be null or 0 to 4"),
     ],

@@ -25,12 +25,13 @@ class CSVDataModule(LabelledDataModule):
         if not self.path.is_file():
             raise ValueError(f"data.path={str(self.path)!r}: no such file. Pass a CSV file with a header.")
         with self.path.open(newline="") as file:
-            reader = csv.DictReader(file)
-            rows, columns = list(reader), reader.fieldnames or []
+            rows, columns = list(reader := csv.DictReader(file)), reader.fieldnames or []
         if missing := [c for c in [self.target, *(self.chosen or [])] if c not in columns]:
             raise ValueError(f"{self.path} has no column {', '.join(map(repr, missing))}: it has {columns}.")
         if not rows:
             raise ValueError(f"data.path={str(self.path)!r} has a header and no rows.")
+        if blank := [line for line, row in enumerate(rows, start=2) if not (row[self.target] or "").strip()]:
+            raise ValueError(f"data.path={str(self.path)!r}: no {self.target} on lines {blank[:5]}.")
         return rows
 
     @property
@@ -55,8 +56,9 @@ class CSVDataModule(LabelledDataModule):
     def transform(self, row: Mapping[str, str]) -> Tensor:  # one row to one input, in training and predict.py
         try:
             return torch.tensor([float(row[name]) for name in self.features])
-        except (KeyError, TypeError, ValueError) as error:
-            raise ValueError(f"a row does not fit: {self.features} must be numbers ({error}).") from None
+        except (KeyError, TypeError, ValueError):
+            given = {name: row.get(name) for name in self.features}  # the odd ones out show
+            raise ValueError(f"a row does not fit: {given}; features are numbers (data.features)") from None
 
     def load(self) -> tuple[Dataset, Sequence[int]]:
         labels = [self.class_names.index(row[self.target]) for row in self.rows]

@@ -60,12 +60,11 @@ class ImageFolderDataModule(LabelledDataModule):
 
     @cached_property
     def class_names(self) -> list[str]:
-        where = f"data.root={str(self.root)!r}"
         if not self.root.is_dir():
-            raise ValueError(f"{where}: no such folder. Pass a folder of class folders.")
+            raise ValueError(f"data.root={str(self.root)!r}: no such folder. Pass a folder of class folders.")
         names = sorted(d.name for d in self.root.iterdir() if d.is_dir() and not d.name.startswith("."))
         if len(names) < 2:
-            raise ValueError(f"{where} has {len(names)} class sub-folders: it needs 2 or more.")
+            raise ValueError(f"data.root={self.root} has {len(names)} class folders: it needs 2 or more.")
         return names
 
     @cached_property
