@@ -53,7 +53,7 @@ def test_a_folder_of_images_unlike_the_digits_trains_evaluates_and_predicts(tmp_
 
 @pytest.mark.slow
 def test_a_csv_table_trains_evaluates_and_predicts(tmp_path: Path) -> None:
-    table = write_table(tmp_path / "table.csv", features=4, classes=3)
+    table = write_table(tmp_path / "table.CSV", features=4, classes=3)  # suffixes in any case
     run = trained(tmp_path, "data=csv", f"data.path={table}", "data.target=species")
     assert metrics(run)["test/acc"] > 0.8
     checkpoint = run / "checkpoints" / "last.ckpt"

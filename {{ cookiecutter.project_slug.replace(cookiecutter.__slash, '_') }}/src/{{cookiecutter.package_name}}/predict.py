@@ -20,7 +20,7 @@ def read_inputs(path: Path, datamodule: Any) -> dict[str, Any]:
 
     from {{ cookiecutter.package_name }}.data.image_folder import SUFFIXES as IMAGES
 
-    if len(datamodule.input_shape) == 1 and path.suffix == ".csv":
+    if len(datamodule.input_shape) == 1 and path.suffix.lower() == ".csv":
         with path.open(newline="") as file:
             rows = enumerate(csv.DictReader(file), start=2)
             return {f"{path.name}:{line}": datamodule.transform(row) for line, row in rows}
