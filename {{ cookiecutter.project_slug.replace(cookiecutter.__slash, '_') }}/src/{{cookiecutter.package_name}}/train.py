@@ -96,7 +96,7 @@ def run_train(cfg: DictConfig) -> float | None:
     fresh = HydraConfig.get().output_subdir is not None  # this start made the directory
     try:
         config.check_types(cfg, given)
-        if cfg.get("resume") or not fresh and runs.launched_as_rank_zero():  # RUN_NAME of a run, a requeue
+        if cfg.get("resume") or (not fresh and runs.launched_as_rank_zero()):  # a RUN_NAME's run, a requeue
             if fresh:  # resume= named no run: a new directory was made for this error (utils/runs.py)
                 shutil.rmtree(run)
                 runs.find_run(str(Path(cfg.paths.log_dir) / cfg.task_name / "runs"), cfg.resume)

@@ -195,7 +195,9 @@ def checkpoint_to_continue(run: Path, ckpt_path: str | None) -> str | None:
             return str(path)
         except ConfigError as error:
             log.warning(f"Skipped: {error}")
-    return ckpt_path if not ckpt_path or read_checkpoint(ckpt_path) else None
+    if ckpt_path:
+        read_checkpoint(ckpt_path)  # a ConfigError if it is not a checkpoint of this project
+    return ckpt_path
 
 
 def multirun_name() -> str | None:
