@@ -97,17 +97,25 @@ def test_data_a_run_cannot_use_is_one_message(overrides: list, message: str, tmp
 {%- if cookiecutter.example == 'digits' %}
         ("predict.py", ["input={broken}"], "cannot identify image file '{broken}'"),
 {%- endif %}
+        (  # trained longer (ckpt_path=) on other data: was Lightning's state_dict size mismatch traceback
+            "train.py",
+            ["data=csv", "data.path={table}", "data.target=species", "model/net=mlp"],
+            "was trained on inputs of shape {trained}; this data has inputs of shape [4] in 3 classes",
+        ),
     ],
 )
-def test_eval_and_predict_name_data_they_cannot_use(
+def test_every_entry_point_names_data_its_checkpoint_cannot_use(
     script: str, overrides: list, message: str, trained_run: tuple, tmp_path: Path
 ) -> None:
     (notes := tmp_path / "notes.txt").write_text("hello")
     (broken := tmp_path / "broken.png").write_bytes(b"\x89PNG not really")
     data = {"images": write_image_folder(tmp_path / "images"), "notes": notes, "broken": broken}
+    data["table"] = write_table(tmp_path / "table.csv")
+    data["trained"] = "{{ '[1, 8, 8] in 10' if cookiecutter.example == 'digits' else '[16] in 4' }} classes"
     checkpoint = f"ckpt_path={best_checkpoint(trained_run[0])}"
     result = run_script(script, checkpoint, *[o.format(**data) for o in overrides], cwd=tmp_path)
     assert_clear_error(result, message.format(**data))
+    assert not run_dirs(tmp_path / "logs" / "train" / "runs")
 
 
 def test_values_of_the_right_type_pass(tmp_path: Path) -> None:

@@ -1,6 +1,7 @@
 """Stop anywhere, resume exactly: a run stopped at any phase, then resumed, ends as one never stopped."""
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -93,6 +94,11 @@ def test_ddp_run_with_one_rank_signalled_stops_every_rank_and_resumes_to_the_sam
     assert stopped.returncode == EXIT_CODE, stopped.stderr[-3000:]
     (run,) = run_dirs(tmp_path / "b" / "logs")
     assert torch.load(run / "checkpoints" / "interrupted.ckpt", weights_only=True)["global_step"] == 6
+    # Resumed on one device, the rest of that epoch cannot be served as two would have: said, not hidden.
+    shutil.copytree(run, tmp_path / "copy")
+    alone = run_script("train.py", f"resume={tmp_path / 'copy'}", "trainer.devices=1", cwd=tmp_path / "b")
+    assert alone.returncode == 0, alone.stderr[-3000:]
+    assert "Saved mid-epoch on 2 devices: the epoch's rest repeats or skips" in alone.stdout + alone.stderr
     resumed = run_script("train.py", f"resume={run}", cwd=tmp_path / "b", timeout=600)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert_same_run(run, run_dirs(tmp_path / "a" / "logs")[0])

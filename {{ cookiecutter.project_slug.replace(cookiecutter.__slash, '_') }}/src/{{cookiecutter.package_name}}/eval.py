@@ -27,12 +27,7 @@ def model_and_data(cfg: Any) -> tuple[Any, Any]:
         datamodule = hydra.utils.instantiate(data)
         datamodule.prepare_data()
         datamodule.setup("test")  # as in training: the data's shape and classes may be known only then
-    trained = (list(model.hparams.input_shape), model.hparams.num_classes)
-    if (given := (list(datamodule.input_shape), len(datamodule.class_names))) != trained:
-        raise runs.ConfigError(
-            f"The data does not fit the model: it has inputs of shape {given[0]} in {given[1]} classes; "
-            f"the checkpoint was trained on inputs of shape {trained[0]} in {trained[1]} classes."
-        )
+    runs.read_checkpoint(cfg.ckpt_path, fits=datamodule)  # a ConfigError if the model takes other data
     return model, datamodule
 
 

@@ -53,7 +53,7 @@ def train(cfg: DictConfig) -> dict[str, float]:
     metrics: dict[str, Any] = {}
     try:
         if cfg.train:
-            checkpoint = runs.checkpoint_to_continue(run, cfg.get("ckpt_path"))
+            checkpoint = runs.checkpoint_to_continue(run, cfg.get("ckpt_path"), datamodule)
             if cfg.get("resume") and not checkpoint:  # it stopped or failed before its first checkpoint
                 log.warning(f"{run} has no checkpoint to continue from: its training starts over.")
             trainer.fit(model, datamodule=datamodule, ckpt_path=checkpoint)

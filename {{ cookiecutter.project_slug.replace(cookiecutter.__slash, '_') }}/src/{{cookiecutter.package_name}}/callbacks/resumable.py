@@ -31,7 +31,7 @@ class Resumable(Checkpoint):
         self.metrics: dict[str, float] = {}
         self.group: Any = None  # all ranks on the CPU (gloo): agreeing never waits for a GPU
 
-    def stop_here(self, trainer: L.Trainer, save: bool = False) -> None:
+    def stop_here(self, trainer: L.Trainer, *hook_args: Any, save: bool = False) -> None:
         catch_signals()  # again: Lightning put its own SIGTERM handler in place when it started
         stop = torch.tensor(int(bool(received)))
         if self.group is not None:
@@ -51,10 +51,7 @@ class Resumable(Checkpoint):
             self.group = dist.new_group(backend="gloo")
         self.stop_here(trainer)
 
-    def stop_at_once(self, trainer: L.Trainer, *args: Any) -> None:  # where stopping loses no training
-        self.stop_here(trainer)
-
-    on_sanity_check_end = on_train_start = on_test_batch_end = stop_at_once
+    on_sanity_check_end = on_train_start = on_test_batch_end = stop_here  # where stopping loses no training
 
     def on_train_batch_end(self, trainer: L.Trainer, pl_module: Any, outputs: Any, *args: Any) -> None:
         loss = outputs["loss"] if isinstance(outputs, dict) else outputs
@@ -103,7 +100,9 @@ class Resumable(Checkpoint):
         if "cuda" in saved["random"] and torch.cuda.is_available():
             torch.cuda.set_rng_state_all(saved["random"]["cuda"])
         self.metrics = saved["metrics"]
-        if len(saved["sums"]) == trainer.world_size:  # each rank its own sums
-            for name, states in saved["sums"][trainer.global_rank].items():
+        if len(sums := saved["sums"]) == trainer.world_size:  # each rank its own sums
+            for name, states in sums[trainer.global_rank].items():
                 for state, value in states.items():
                     setattr(pl_module.get_submodule(name), state, value)
+        elif any(sums):  # mid-epoch on another number of devices: the ranks' places in it do not map
+            log.warning(f"Saved mid-epoch on {len(sums)} devices: the epoch's rest repeats or skips samples.")

@@ -170,8 +170,8 @@ def resume_overrides(run: Path, given: list[str]) -> list[str]:
     return [o for o in saved if key(o) not in {key(n) for n in new}] + new
 
 
-def read_checkpoint(path: str | Path | None, key: str = "ckpt_path") -> dict[str, Any]:
-    """The checkpoint at `path` (its tensors read when used), or a ConfigError saying why not."""
+def read_checkpoint(path: str | Path | None, key: str = "ckpt_path", fits: Any = None) -> dict[str, Any]:
+    """The checkpoint at `path`, or a ConfigError saying why not (or why the DataModule `fits` does not)."""
     import torch
 
     if not path or not Path(path).expanduser().is_file():
@@ -183,10 +183,16 @@ def read_checkpoint(path: str | Path | None, key: str = "ckpt_path") -> dict[str
         raise ConfigError(f"{key}={str(path)!r} is not a readable checkpoint ({type(e).__name__}).") from None
     if not isinstance(saved, dict) or "net" not in saved.get("hyper_parameters", {}):  # another program's
         raise ConfigError(f"{key}={str(path)!r}: not a checkpoint of this project (no net config in it).")
+    was = [list(saved["hyper_parameters"]["input_shape"]), saved["hyper_parameters"]["num_classes"]]
+    if fits is not None and (now := [list(fits.input_shape), len(fits.class_names)]) != was:
+        raise ConfigError(
+            f"{key}={str(path)!r} was trained on inputs of shape {was[0]} in {was[1]} classes; this "
+            f"data has inputs of shape {now[0]} in {now[1]} classes: it does not fit."
+        )
     return saved
 
 
-def checkpoint_to_continue(run: Path, ckpt_path: str | None) -> str | None:
+def checkpoint_to_continue(run: Path, ckpt_path: str | None, datamodule: Any) -> str | None:
     """The run's newest readable checkpoint (after resume=, a requeue, ...); else `ckpt_path`, checked."""
     for path in sorted(run.glob("checkpoints/*.ckpt"), key=lambda p: p.stat().st_mtime_ns, reverse=True):
         try:
@@ -196,7 +202,7 @@ def checkpoint_to_continue(run: Path, ckpt_path: str | None) -> str | None:
         except ConfigError as error:
             log.warning(f"Skipped: {error}")
     if ckpt_path:
-        read_checkpoint(ckpt_path)  # a ConfigError if it is not a checkpoint of this project
+        read_checkpoint(ckpt_path, fits=datamodule)
     return ckpt_path
 
 
