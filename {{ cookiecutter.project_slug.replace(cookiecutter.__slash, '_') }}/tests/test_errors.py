@@ -29,6 +29,7 @@ def assert_clear_error(result, *expected: str) -> None:
         ("trainer.max_epochs=0", "trainer.max_epochs=0: accepted: a positive number of epochs"),
         ("trainer.max_epochs=-1", "trainer.max_epochs=-1: accepted: a positive number of epochs"),
         ("train=maybe", "train='maybe': expected true or false"),
+        ("train=false", "train=false tests the checkpoint at ckpt_path: pass ckpt_path=<a .ckpt file>"),
         ("experiment=finetune", "pretrained: required to fine-tune"),
         ("data=image_folder", "data.root: required"),
     ],

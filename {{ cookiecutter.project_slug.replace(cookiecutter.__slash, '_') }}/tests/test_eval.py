@@ -1,4 +1,5 @@
-"""eval.py: a checkpoint alone evaluates on the data it was trained on, as the training run tested it."""
+"""eval.py (and train.py train=false): a checkpoint alone evaluates on the data it was trained on, as the
+training run tested it."""
 
 from pathlib import Path
 
@@ -16,6 +17,20 @@ def test_eval_reproduces_the_test_metrics_of_training(
     for key in ("test/acc", "test/f1", "test/loss"):
         assert result[key] == pytest.approx(trained[key], abs=1e-6)
     assert metrics(tmp_path) == result
+
+
+def test_train_false_tests_the_checkpoint_at_ckpt_path(
+    trained_run: tuple[Path, dict[str, float]], tmp_path: Path
+) -> None:
+    run, trained = trained_run
+    checkpoint = f"ckpt_path={best_checkpoint(run)}"
+    result = run_script("train.py", "train=false", checkpoint, "logger=csv", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert not [word for word in NOISE if word in result.stdout + result.stderr], result.stderr
+    (test_run,) = run_dirs(tmp_path / "logs" / "train")
+    for key in ("test/acc", "test/f1", "test/loss"):  # the trained weights, not a new model's
+        assert metrics(test_run)[key] == pytest.approx(trained[key], abs=1e-6)
+    assert not list(test_run.glob("checkpoints/*.ckpt"))
 
 
 @pytest.mark.slow

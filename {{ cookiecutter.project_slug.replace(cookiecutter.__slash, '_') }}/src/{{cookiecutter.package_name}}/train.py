@@ -35,6 +35,7 @@ def train(cfg: DictConfig) -> dict[str, float]:
         datamodule.setup("fit")  # and split here: what it cannot use is named before training starts
         shape = {"input_shape": list(datamodule.input_shape), "num_classes": len(datamodule.class_names)}
         model = hydra.utils.instantiate(cfg.model, **shape, class_names=datamodule.class_names)
+    checkpoint = runs.checkpoint_to_continue(run, cfg.get("ckpt_path"), datamodule)  # before loggers start
     if cfg.get("pretrained"):
         load_matching_weights(model.net, cfg.pretrained)
     log.info(f"{type(model.net).__name__}: {sum(p.numel() for p in model.parameters()):,} parameters.")
@@ -53,13 +54,12 @@ def train(cfg: DictConfig) -> dict[str, float]:
     metrics: dict[str, Any] = {}
     try:
         if cfg.train:
-            checkpoint = runs.checkpoint_to_continue(run, cfg.get("ckpt_path"), datamodule)
             if cfg.get("resume") and not checkpoint:  # it stopped or failed before its first checkpoint
                 log.warning(f"{run} has no checkpoint to continue from: its training starts over.")
             trainer.fit(model, datamodule=datamodule, ckpt_path=checkpoint)
             metrics.update(trainer.callback_metrics)
-        if cfg.test:
-            best = getattr(trainer.checkpoint_callback, "best_model_path", "")
+        if cfg.test:  # the best checkpoint of this training; with train=false, the one at ckpt_path
+            best = getattr(trainer.checkpoint_callback, "best_model_path", "") if cfg.train else checkpoint
             trainer.test(model, datamodule=datamodule, ckpt_path=best or None, verbose=False)
             metrics.update(trainer.callback_metrics)
     except SIGTERMException:  # Lightning's own stop (exit status 0), before callbacks/resumable.py took over

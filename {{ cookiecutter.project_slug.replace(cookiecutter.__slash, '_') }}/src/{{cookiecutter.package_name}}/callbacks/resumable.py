@@ -74,8 +74,7 @@ class Resumable(Checkpoint):
     def on_save_checkpoint(self, trainer: L.Trainer, pl_module: L.LightningModule, checkpoint: dict) -> None:
         # In the middle of an epoch the metrics hold its sums so far, each rank its own. Once the
         # epoch has ended (its end hooks are running) Lightning is about to reset them: none saved.
-        epoch = trainer.fit_loop.epoch_progress.current
-        midway = epoch.processed == epoch.completed
+        midway = (epoch := trainer.fit_loop.epoch_progress.current).processed == epoch.completed
         sums = {n: m.metric_state for n, m in pl_module.named_modules() if midway and isinstance(m, Metric)}
         by_rank: list[Any] = [sums] * trainer.world_size
         if self.group is not None:  # every rank saves; rank 0 writes the file

@@ -28,6 +28,8 @@ def check_types(cfg: DictConfig, overrides: list[str]) -> None:
         raise ConfigError(f"{', '.join(missing)}: required, and no value given: pass {missing[0]}=<value>.")
     if (cfg.get("callbacks") or {}).get("backbone_finetuning") and not cfg.get("pretrained"):
         raise ConfigError("pretrained: required to fine-tune (a frozen random backbone learns nothing).")
+    if not cfg.get("train", True) and not cfg.get("ckpt_path"):
+        raise ConfigError("train=false tests the checkpoint at ckpt_path: pass ckpt_path=<a .ckpt file>.")
     parsed = [o for o in OverridesParser.create().parse_overrides(overrides) if not o.is_delete()]
     groups = HydraConfig.get().runtime.choices  # config groups are not values, nor are Hydra's settings
     values = [o for o in parsed if o.key_or_group not in groups and not o.key_or_group.startswith("hydra")]
@@ -56,7 +58,7 @@ def quiet_console(cfg: DictConfig) -> None:
     warnings.filterwarnings("ignore", message="'set_vital' is deprecated")
     # Lightning's hint on any machine with SLURM installed, when the run is not a SLURM job.
     warnings.filterwarnings("ignore", message=r"The `srun` command is available on your system")
-    warnings.filterwarnings("ignore", message="Checkpoint directory .* exists and is not empty")  # a resume
+    warnings.filterwarnings("ignore", message="Checkpoint directory .* not empty|The dirpath has")  # resumes
     warnings.filterwarnings("ignore", message="The provided params to be frozen")  # fine-tuning, train_bn
     warnings.filterwarnings("ignore", message="The number of training batches")  # epoch metrics log anyway
 {%- if cookiecutter.__wandb == 'True' %}
