@@ -55,6 +55,17 @@ def test_a_command_line_run_is_quiet_and_its_directory_says_how_to_reproduce_it(
     assert {"torch", "lightning", "hydra-core"} <= {name.lower() for name in info["packages"]}
 
 
+def test_the_switches_of_train_yaml_do_what_their_comments_say(tmp_path: Path) -> None:
+    switches = ["extras.print_config=true", "task_name=mine", "tags=[a,b]", "test=false"]
+    result = run_script("train.py", *QUICK, *switches, cwd=tmp_path)  # QUICK: callbacks.progress_bar=null
+    assert result.returncode == 0, result.stderr[-3000:]
+    (run,) = run_dirs(tmp_path / "logs" / "mine" / "runs")
+    assert (run / "config.yaml").read_text() in result.stdout  # the whole resolved config, no line cut
+    assert "epoch 2/2" not in result.stdout + result.stderr and "━" not in result.stdout  # no bar at all
+    assert OmegaConf.load(run / "csv" / "version_0" / "hparams.yaml").tags == ["a", "b"]
+    assert "val/acc" in metrics(run) and not [key for key in metrics(run) if key.startswith("test/")]
+
+
 @pytest.mark.slow
 def test_the_default_run_reaches_its_target_accuracy_in_at_most_40_console_lines(tmp_path: Path) -> None:
     """`python train.py` exactly as a user first runs it: default config and logger."""

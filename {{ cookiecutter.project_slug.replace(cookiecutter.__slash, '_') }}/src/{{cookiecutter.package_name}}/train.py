@@ -48,7 +48,8 @@ def train(cfg: DictConfig) -> dict[str, float]:
         callbacks = [c for c in callbacks if type(c).__name__ != "LearningRateMonitor"]
     if not any(hasattr(c, "stop_here") for c in callbacks):  # nothing would stop the run on a signal
         runs.catch_signals(note=False)
-    trainer: L.Trainer = hydra.utils.instantiate(cfg.trainer, callbacks=callbacks, logger=loggers or False)
+    bar = {} if OmegaConf.select(cfg, "callbacks.progress_bar") else {"enable_progress_bar": False}
+    trainer = hydra.utils.instantiate(cfg.trainer, callbacks=callbacks, logger=loggers or False, **bar)
     for logger in trainer.loggers:
         logger.log_hyperparams(OmegaConf.to_container(cfg, resolve=True))
     metrics: dict[str, Any] = {}
