@@ -57,6 +57,20 @@ def test_one_image_size_makes_square_inputs(tmp_path: Path) -> None:
     assert datamodule.input_shape == (3, 12, 12) and tuple(x.shape[1:]) == (3, 12, 12)
 
 
+def test_images_in_sub_folders_of_a_class_folder_belong_to_it(tmp_path: Path) -> None:
+    images = write_image_folder(tmp_path / "images")  # 3 classes of 40
+    (part := images / "class_0" / "part_1").mkdir()
+    for path in sorted((images / "class_0").glob("*.png"))[:25]:
+        path.rename(part / path.name)
+    cfg = compose_config("train", tmp_path, ["data=image_folder", f"data.root={images}"])
+    datamodule = hydra.utils.instantiate(cfg.data)
+    datamodule.setup("fit")
+    datamodule.setup("test")
+    loaders = datamodule.train_dataloader(), datamodule.val_dataloader(), datamodule.test_dataloader()
+    served = [label for loader in loaders for label in labels(loader)]
+    assert len(served) == 120 and served.count(0) == 40
+
+
 def test_what_checkpoints_keep_of_a_datamodule_is_plain_data(datamodule: object, tmp_path: Path) -> None:
     # Lightning saves its arguments in every checkpoint; eval.py, predict.py, resume= load with weights_only.
     torch.save(dict(datamodule.hparams), tmp_path / "hparams.pt")

@@ -78,13 +78,18 @@ def test_a_csv_table_trains_evaluates_and_predicts(tmp_path: Path) -> None:
         "inputs of shape [5] in 3 classes" in refused.stderr
         and "inputs of shape [4] in 3 classes" in refused.stderr
     )
+    # The same columns with its classes named otherwise: refused, naming both (it tested at chance).
+    (renamed := tmp_path / "renamed.csv").write_text(table.read_text().replace("kind_", "type_"))
+    refused = run_script("eval.py", f"ckpt_path={checkpoint}", f"+data.path={renamed}", cwd=tmp_path)
+    assert refused.returncode == 1 and "classes ['kind_0', 'kind_1', 'kind_2']; this data" in refused.stderr
+    assert "classes ['type_0', 'type_1', 'type_2']: it does not fit" in refused.stderr
     nan = tmp_path / "nan.csv"
     nan.write_text("f0,f1,f2,f3\n1,2,3,4\nnan,2,3,4\n")
     refused = run_script("predict.py", f"ckpt_path={checkpoint}", f"input={nan}", cwd=tmp_path)
     assert refused.returncode == 1 and "nan.csv:3 hold NaN or infinite values" in refused.stderr
-    # Once finished, the run says how to train longer: its command, its data and net included.
+    # Once finished, the run says how to train on from its weights: its command, its data and net included.
     finished = run_script("train.py", f"resume={run}", cwd=tmp_path)
-    command = re.search(r"train longer: python train.py (.*) trainer\.max_epochs=<more>", finished.stderr)[1]
+    command = re.search(r"from its weights: python train.py (.*) trainer\.max_epochs=<n>", finished.stderr)[1]
     longer = run_script("train.py", *shlex.split(command), "trainer.max_epochs=9", cwd=tmp_path)
     assert longer.returncode == 0, longer.stderr[-3000:]
     assert metrics(run_dirs(tmp_path / "logs" / "train")[-1])["test/acc"] > 0.8

@@ -65,13 +65,16 @@ def test_resume_continues_with_the_run_s_own_config_and_may_extend_it(stopped: P
         again = run_script("train.py", f"resume={stopped}", *longer, cwd=tmp_path)
         assert again.returncode == 0 and "nothing to do" in again.stderr
     assert snapshot(stopped) == before
-    # What it says to do instead: a new run from the finished one's last checkpoint trains it on.
-    hint = re.search(r"train longer: python train.py .*(ckpt_path=\S+last\.ckpt)", again.stderr).group(1)
+    # What it says to do instead: a new run from the finished one's weights, with a schedule of its own.
+    hint = re.search(r"from its weights: python train.py .*(pretrained=\S+last\.ckpt)", again.stderr)[1]
     on = run_script("train.py", *QUICK, "seed=3", hint, "trainer.max_epochs=5", cwd=tmp_path / "on")
     assert on.returncode == 0, on.stderr[-3000:]
     (run,) = run_dirs(tmp_path / "on" / "logs")
     last = torch.load(run / "checkpoints" / "last.ckpt", weights_only=True)
     assert last["epoch"] == 4 and last["lr_schedulers"][0]["T_max"] == 5 and metrics(run)["test/acc"] > 0
+    # It trains: every weight moves (the finished schedule's learning rate, 0, would move none).
+    finished = torch.load(stopped / "checkpoints" / "last.ckpt", weights_only=True)["state_dict"]
+    assert all(not torch.equal(v, last["state_dict"][k]) for k, v in finished.items() if k.endswith("weight"))
 
 
 def test_a_resume_may_change_the_hardware_and_the_length_only(tmp_path: Path) -> None:

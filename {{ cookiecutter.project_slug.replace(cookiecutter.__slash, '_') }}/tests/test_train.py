@@ -56,7 +56,7 @@ def test_a_command_line_run_is_quiet_and_its_directory_says_how_to_reproduce_it(
 
 
 def test_the_switches_of_train_yaml_do_what_their_comments_say(tmp_path: Path) -> None:
-    switches = ["extras.print_config=true", "task_name=mine", "tags=[a,b]", "test=false"]
+    switches = ["extras.print_config=true", "task_name=mine", "tags=[a,b]", "test=false", "seed=null"]
     result = run_script("train.py", *QUICK, *switches, cwd=tmp_path)  # QUICK: callbacks.progress_bar=null
     assert result.returncode == 0, result.stderr[-3000:]
     (run,) = run_dirs(tmp_path / "logs" / "mine" / "runs")

@@ -105,8 +105,8 @@ def run_train(cfg: DictConfig) -> float | None:
             with open_dict(cfg):
                 cfg.resume = str(run)
         if (run / "metrics.json").exists():  # said on the console, not in the run's log: it stays as it was
-            again = shlex.join([*runs.resume_overrides(run, []), f"ckpt_path={run}/checkpoints/last.ckpt"])
-            hint = f"nothing to do. To train longer: python train.py {again} trainer.max_epochs=<more>"
+            again = shlex.join([*runs.resume_overrides(run, []), f"pretrained={run}/checkpoints/last.ckpt"])
+            hint = f"nothing to do. Train on from its weights: python train.py {again} trainer.max_epochs=<n>"
             print(f"{run} is finished (it has metrics.json): {hint}", file=sys.stderr)
             return json.loads((run / "metrics.json").read_text()).get(cfg.get("optimized_metric"))
         with runs.held(run), multirun_job(given):

@@ -183,11 +183,11 @@ def read_checkpoint(path: str | Path | None, key: str = "ckpt_path", fits: Any =
         raise ConfigError(f"{key}={str(path)!r} is not a readable checkpoint ({type(e).__name__}).") from None
     if not isinstance(saved, dict) or "net" not in saved.get("hyper_parameters", {}):  # another program's
         raise ConfigError(f"{key}={str(path)!r}: not a checkpoint of this project (no net config in it).")
-    was = [list(saved["hyper_parameters"]["input_shape"]), saved["hyper_parameters"]["num_classes"]]
-    if fits is not None and (now := [list(fits.input_shape), len(fits.class_names)]) != was:
+    was = [list(saved["hyper_parameters"]["input_shape"]), list(saved["hyper_parameters"]["class_names"])]
+    if fits is not None and (now := [list(fits.input_shape), list(fits.class_names)]) != was:  # in order
         raise ConfigError(
-            f"{key}={str(path)!r} was trained on inputs of shape {was[0]} in {was[1]} classes; this "
-            f"data has inputs of shape {now[0]} in {now[1]} classes: it does not fit."
+            f"{key}={str(path)!r} was trained on inputs of shape {was[0]} in {len(was[1])} classes {was[1]}; "
+            f"this data has inputs of shape {now[0]} in {len(now[1])} classes {now[1]}: it does not fit."
         )
     return saved
 
