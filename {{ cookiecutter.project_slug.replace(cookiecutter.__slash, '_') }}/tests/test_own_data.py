@@ -59,6 +59,17 @@ def test_a_csv_table_trains_evaluates_and_predicts(tmp_path: Path) -> None:
     checkpoint = run / "checkpoints" / "last.ckpt"
     evaluated = run_script("eval.py", f"ckpt_path={checkpoint}", "logger=csv", cwd=tmp_path)
     assert evaluated.returncode == 0, evaluated.stderr[-3000:]
+    # The same table, its columns in another order: read by name, as trained.
+    with table.open() as file:
+        (reordered := tmp_path / "reordered.csv").write_text(
+            "".join(",".join(reversed(r)) + "\n" for r in csv.reader(file))
+        )
+    again = run_script(
+        "eval.py", f"ckpt_path={checkpoint}", f"+data.path={reordered}", "logger=csv", cwd=tmp_path
+    )
+    assert again.returncode == 0, again.stderr[-3000:]
+    first, second = run_dirs(tmp_path / "logs" / "eval")
+    assert metrics(second) == metrics(first)
     rows = predictions(tmp_path, checkpoint, table)  # the label column is there too: ignored
     with table.open() as file:
         truth = [row["species"] for row in csv.DictReader(file)]
