@@ -35,7 +35,7 @@ def check_types(cfg: DictConfig, overrides: list[str]) -> None:
     values = [o for o in parsed if o.key_or_group not in groups and not o.key_or_group.startswith("hydra")]
     chosen = [o.input_line for o in parsed if o not in values]
     defaults = hydra.compose(HydraConfig.get().job.config_name, chosen) if values else None
-    for key in [o.key_or_group for o in values if o.input_line != "seed=null"]:  # null: unseeded
+    for key in [o.key_or_group for o in values if (o.key_or_group, o.value()) != ("seed", None)]:  # unseeded
         default = OmegaConf.select(defaults, key, throw_on_resolution_failure=False)
         given = OmegaConf.select(cfg, key, throw_on_resolution_failure=False)
         expected = next((t for t in TYPES if type(default) is t), None)  # exact types: a bool is no int

@@ -171,7 +171,7 @@ def resume_overrides(run: Path, given: list[str]) -> list[str]:
 
 
 def read_checkpoint(path: str | Path | None, key: str = "ckpt_path", fits: Any = None) -> dict[str, Any]:
-    """The checkpoint at `path`, or a ConfigError saying why not (or why the DataModule `fits` does not)."""
+    """The checkpoint at `path` (tensors read when used) or a ConfigError: why not, or why `fits` does not."""
     import torch
 
     if not path or not Path(path).expanduser().is_file():
