@@ -1,6 +1,8 @@
 """A run directory never lies: resumed with its own config, one process at a time, nothing half-written."""
 
+import csv
 import json
+import math
 import os
 import re
 import signal
@@ -75,6 +77,45 @@ def test_resume_continues_with_the_run_s_own_config_and_may_extend_it(stopped: P
     # It trains: every weight moves (the finished schedule's learning rate, 0, would move none).
     finished = torch.load(stopped / "checkpoints" / "last.ckpt", weights_only=True)["state_dict"]
     assert all(not torch.equal(v, last["state_dict"][k]) for k, v in finished.items() if k.endswith("weight"))
+
+
+@pytest.mark.slow
+def test_a_run_stopped_after_its_last_epoch_resumes_longer_on_the_new_schedule(tmp_path: Path) -> None:
+    # Stopped in its test: its cosine has ended at learning rate 0. Resumed with more epochs, the rate
+    # is the new length's cosine at the epoch reached (0.003 at epoch 0: half at 2 of 4), and it trains.
+    stop = [*STOP_AT_STEP_2[:2], "+callbacks.signal.hook=on_test_batch_end"]
+    assert run_script("train.py", *QUICK, *stop, cwd=tmp_path).returncode == EXIT_CODE
+    (run,) = run_dirs(tmp_path / "logs")
+    ended = torch.load(run / "checkpoints" / "last.ckpt", weights_only=True)["state_dict"]
+    longer = run_script("train.py", f"resume={run}", "trainer.max_epochs=4", cwd=tmp_path)
+    assert longer.returncode == 0, longer.stderr[-3000:]
+    rows = [row for path in sorted(run.glob("csv/*/metrics.csv")) for row in csv.DictReader(path.open())]
+    rates = [float(row["lr-AdamW"]) for row in rows if row["lr-AdamW"]]
+    assert rates == pytest.approx([0.003, 0.0015, 0.0015, 0.003 * (1 + math.cos(math.pi * 3 / 4)) / 2])
+    last = torch.load(run / "checkpoints" / "last.ckpt", weights_only=True)
+    assert last["epoch"] == 3 and metrics(run)["test/acc"] > 0
+    moved = [not torch.equal(v, last["state_dict"][k]) for k, v in ended.items() if "weight" in k]
+    assert moved and all(moved)
+
+
+@pytest.mark.slow
+def test_a_resume_with_fewer_epochs_than_done_is_refused_and_any_schedule_resumes(tmp_path: Path) -> None:
+    stop = [*STOP_AT_STEP_2[:3], "+callbacks.signal.step=9"]  # in its third epoch
+    steps = ["model.scheduler._target_=torch.optim.lr_scheduler.MultiStepLR", "~model.scheduler.T_max"]
+    steps += ["+model.scheduler.milestones=[2,3]", "+model.scheduler.gamma=0.1"]  # saved as a Counter
+    started = run_script("train.py", *QUICK, "trainer.max_epochs=4", *steps, *stop, cwd=tmp_path)
+    assert started.returncode == EXIT_CODE, started.stderr[-3000:]
+    (run,) = run_dirs(tmp_path / "logs")
+    before = snapshot(run / "checkpoints")
+    shorter = run_script("train.py", f"resume={run}", "trainer.max_epochs=1", cwd=tmp_path)
+    assert shorter.returncode == 1 and "Traceback" not in shorter.stderr, shorter.stderr[-3000:]
+    assert "current_epoch=2, but you have set Trainer(max_epochs=1)" in shorter.stderr
+    assert snapshot(run / "checkpoints") == before
+    resumed = run_script("train.py", f"resume={run}", cwd=tmp_path)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    rows = [row for path in sorted(run.glob("csv/*/metrics.csv")) for row in csv.DictReader(path.open())]
+    rates = [float(row["lr-AdamW"]) for row in rows if row.get("lr-AdamW")]  # the refused start logged none
+    assert rates == pytest.approx([3e-3, 3e-3, 3e-4, 3e-5])
 
 
 def test_a_resume_may_change_the_hardware_and_the_length_only(tmp_path: Path) -> None:

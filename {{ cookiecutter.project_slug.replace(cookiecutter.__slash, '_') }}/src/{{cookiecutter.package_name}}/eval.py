@@ -14,8 +14,7 @@ log = logging.getLogger(__name__)
 
 
 def model_and_data(cfg: Any) -> tuple[Any, Any]:
-    """The checkpoint's model (on the CPU, for inference) and its DataModule: the data config the
-    checkpoint records, changed by `+data.<key>=`, or `data=` from the command line where it fits."""
+    """The checkpoint's model (on the CPU) and DataModule: its data config with `+data.<key>=`, or `data=`."""
     from {{ cookiecutter.package_name }}.models.classifier import Classifier
 
     checkpoint = runs.read_checkpoint(cfg.get("ckpt_path"))

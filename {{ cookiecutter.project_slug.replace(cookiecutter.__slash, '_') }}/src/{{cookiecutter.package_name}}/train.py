@@ -23,7 +23,7 @@ log = logging.getLogger(__name__)
 def train(cfg: DictConfig) -> dict[str, float]:
     """Fit the model, test its best checkpoint, write metrics.json; return the final metrics."""
     import lightning as L
-    from lightning.pytorch.utilities.exceptions import SIGTERMException
+    from lightning.pytorch.utilities.exceptions import MisconfigurationException, SIGTERMException
 
     config.quiet_console(cfg)
     run = Path(cfg.paths.output_dir)
@@ -63,6 +63,8 @@ def train(cfg: DictConfig) -> dict[str, float]:
             best = getattr(trainer.checkpoint_callback, "best_model_path", "") if cfg.train else checkpoint
             trainer.test(model, datamodule=datamodule, ckpt_path=best or None, verbose=False)
             metrics.update(trainer.callback_metrics)
+    except MisconfigurationException as error:  # a setting Lightning refuses: a resume with fewer epochs
+        raise runs.ConfigError(str(error)) from None
     except SIGTERMException:  # Lightning's own stop (exit status 0), before callbacks/resumable.py took over
         raise runs.Stopped(run) from None
     # Results only: the learning rate (lr-*) is a setting, and stays in the logs. JSON has no NaN: null.

@@ -1,10 +1,10 @@
-"""Stop on a signal and resume exactly: Lightning stops on SIGTERM alone and exits 0, hangs under DDP
-when one rank alone is signalled, and saves no random state (tests/test_resume.py shows each).
-Signals are noted as they arrive (utils/runs.py); all ranks agree to stop at the next safe point."""
+"""Stop on a signal and resume exactly, where Lightning stops on SIGTERM alone and exits 0, hangs under DDP
+when one rank alone is signalled, and saves no random state (tests/test_resume.py shows each)."""
 
 import os
 import random
 import subprocess
+from functools import partialmethod
 from pathlib import Path
 from typing import Any
 
@@ -20,15 +20,14 @@ from {{ cookiecutter.package_name }}.utils.runs import Stopped, TrainingError, c
 
 
 class Resumable(Checkpoint):
-    """Stops on signals and on a non-finite loss; adds to each checkpoint what an exact resume needs
-    beyond Lightning's state: the random generators, each rank's metric sums, the metrics so far (for
-    metrics.json), the data config (for eval.py, predict.py). A Checkpoint, so Lightning runs it
-    after ModelCheckpoint: an epoch's checkpoints are written before it stops the run."""
+    """Stops all ranks together at the next safe point after a signal (noted by utils/runs.py) or a non-finite
+    loss; adds to checkpoints what an exact resume needs beyond Lightning's: random generators, each rank's
+    metric sums, the metrics so far, the data config (eval.py). A Checkpoint: runs after ModelCheckpoint."""
 
     def __init__(self, dirpath: str, data: Any = None) -> None:
         self.path = Path(dirpath) / "interrupted.ckpt"
         self.data = OmegaConf.to_container(data, resolve=True) if OmegaConf.is_config(data) else data
-        self.metrics: dict[str, float] = {}
+        self.metrics, self.rescheduled = {}, False  # the metrics so far; resumed with another schedule
         self.group: Any = None  # all ranks on the CPU (gloo): agreeing never waits for a GPU
 
     def stop_here(self, trainer: L.Trainer, *hook_args: Any, save: bool = False) -> None:
@@ -51,7 +50,15 @@ class Resumable(Checkpoint):
             self.group = dist.new_group(backend="gloo")
         self.stop_here(trainer)
 
-    on_sanity_check_end = on_train_start = on_test_batch_end = stop_here  # where stopping loses no training
+    on_sanity_check_end = on_test_batch_end = stop_here  # where stopping loses no training
+    on_train_epoch_end = partialmethod(stop_here, save=True)  # after the epoch's checkpoints
+
+    def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        for config in trainer.lr_scheduler_configs if self.rescheduled else []:  # the new schedule's rate now
+            rates = getattr(config.scheduler, "_get_closed_form_lr", list)()  # torch's; lacking, goes on
+            for group, rate in zip(config.scheduler.optimizer.param_groups, rates, strict=False):
+                group["lr"] = rate
+        self.stop_here(trainer)
 
     def on_train_batch_end(self, trainer: L.Trainer, pl_module: Any, outputs: Any, *args: Any) -> None:
         loss = outputs["loss"] if isinstance(outputs, dict) else outputs
@@ -64,16 +71,12 @@ class Resumable(Checkpoint):
         if args[-1] + 1 < trainer.num_training_batches:  # after an epoch's last: its validation, checkpoints
             self.stop_here(trainer, save=True)
 
-    def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        self.stop_here(trainer, save=True)
-
     def on_fit_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         for key, value in self.metrics.items():  # a run resumed after its last epoch keeps its metrics
             trainer.callback_metrics.setdefault(key, torch.tensor(value))
 
     def on_save_checkpoint(self, trainer: L.Trainer, pl_module: L.LightningModule, checkpoint: dict) -> None:
-        # In the middle of an epoch the metrics hold its sums so far, each rank its own. Once the
-        # epoch has ended (its end hooks are running) Lightning is about to reset them: none saved.
+        # Mid-epoch, metrics hold the sums so far (each rank its own); at its end none: Lightning resets them.
         midway = (epoch := trainer.fit_loop.epoch_progress.current).processed == epoch.completed
         sums = {n: m.metric_state for n, m in pl_module.named_modules() if midway and isinstance(m, Metric)}
         by_rank: list[Any] = [sums] * trainer.world_size
@@ -87,8 +90,10 @@ class Resumable(Checkpoint):
         checkpoint["resumable"] = dict(random=rng, sums=by_rank, metrics=self.metrics, data=self.data)
 
     def on_load_checkpoint(self, trainer: L.Trainer, pl_module: L.LightningModule, checkpoint: dict) -> None:
-        for state in checkpoint.get("lr_schedulers", []):  # a longer run: the schedule's settings as set now
-            state.update({k: v for k, v in (pl_module.hparams.get("scheduler") or {}).items() if k in state})
+        if checkpoint["hyper_parameters"].get("scheduler") != pl_module.hparams.get("scheduler"):
+            # A longer run: the schedule as set now, from the epoch reached (its rate: on_train_start).
+            self.rescheduled, states = True, checkpoint["lr_schedulers"]
+            checkpoint["lr_schedulers"] = [{"last_epoch": state["last_epoch"]} for state in states]
         if not (saved := checkpoint.get("resumable")):
             return
         version, state, gauss = saved["random"]["python"]

@@ -14,9 +14,6 @@ from {{ cookiecutter.package_name }}.data.image_folder import ImageFolderDataMod
 class DigitsDataModule(ImageFolderDataModule):
     """The digits written once as PNG files, one folder per class, then read like your images are."""
 
-    def __init__(self, root: str, **options) -> None:
-        super().__init__(root, image_size=(8, 8), channels=1, **options)
-
     def prepare_data(self) -> None:
         if self.root.is_dir():
             return

@@ -47,8 +47,7 @@ class ImageFiles(Dataset):
 
 
 class ImageFolderDataModule(LabelledDataModule):
-    """The classes are the sub-folders of `root`. Images become `channels` (1: gray, 3: RGB) of
-    `image_size` ([height, width], or one size for both; null: the first image's size)."""
+    """The classes: the sub-folders of `root`. Images become `channels` of `image_size` (see its config)."""
 
     def __init__(
         self, root: str, image_size: Sequence[int] | int | None = None, channels: int = 3, **options

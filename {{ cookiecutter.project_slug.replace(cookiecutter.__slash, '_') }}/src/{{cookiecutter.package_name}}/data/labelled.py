@@ -10,11 +10,10 @@ from torchdata.stateful_dataloader.sampler import StatefulDistributedSampler
 
 
 class LabelledDataModule(L.LightningDataModule):
-    """Splits a dataset of (input, label) pairs into train, val and test, and batches them; subclasses
-    implement `load() -> (that dataset, its labels)`, `class_names` and `input_shape`. The split
-    depends on its fractions and seed alone, so every run sees the same test set; with `fold`, the
-    rest makes `num_folds` stratified folds, and that fold validates. Loaders are torchdata's
-    StatefulDataLoader: a checkpoint taken in the middle of an epoch holds its place."""
+    """Splits (input, label) pairs into train, val and test, and batches them; subclasses implement
+    `load() -> (that dataset, its labels)`, `class_names` and `input_shape`. The split depends on its
+    fractions and seed alone: every run sees the same test set; with `fold`, the rest makes `num_folds`
+    stratified folds, that fold validating. torchdata's StatefulDataLoader resumes mid-epoch."""
 
     def __init__(
         self,

@@ -30,9 +30,8 @@ class Classifier(L.LightningModule):
         self.class_names = list(class_names or map(str, range(num_classes)))
         self.net = hydra.utils.instantiate(net, input_shape=input_shape, num_classes=num_classes)
         self.criterion = nn.CrossEntropyLoss()
-        metrics = MetricCollection(
-            {"acc": MulticlassAccuracy(num_classes, average="micro"), "f1": MulticlassF1Score(num_classes)}
-        )
+        acc, f1 = MulticlassAccuracy(num_classes, average="micro"), MulticlassF1Score(num_classes)
+        metrics = MetricCollection({"acc": acc, "f1": f1})
         self.train_metrics = metrics.clone(prefix="train/")
         self.val_metrics = metrics.clone(prefix="val/")
         self.test_metrics = metrics.clone(prefix="test/")
