@@ -12,7 +12,7 @@ from typing import Any
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
-from omegaconf import DictConfig, OmegaConf, open_dict
+from omegaconf import DictConfig, OmegaConf
 
 from {{ cookiecutter.package_name }}.utils import config, runs
 from {{ cookiecutter.package_name }}.utils.multirun import multirun_job
@@ -20,10 +20,10 @@ from {{ cookiecutter.package_name }}.utils.multirun import multirun_job
 log = logging.getLogger(__name__)
 
 
-def train(cfg: DictConfig) -> dict[str, float]:
+def train(cfg: DictConfig, overrides: list[str] | None = None) -> dict[str, float]:
     """Fit the model, test its best checkpoint, write metrics.json; return the final metrics."""
     import lightning as L
-    from lightning.pytorch.utilities.exceptions import MisconfigurationException, SIGTERMException
+    from lightning.pytorch.utilities.exceptions import SIGTERMException
 
     config.quiet_console(cfg)
     run = Path(cfg.paths.output_dir)
@@ -36,6 +36,9 @@ def train(cfg: DictConfig) -> dict[str, float]:
         shape = {"input_shape": list(datamodule.input_shape), "num_classes": len(datamodule.class_names)}
         model = hydra.utils.instantiate(cfg.model, **shape, class_names=datamodule.class_names)
     checkpoint = runs.checkpoint_to_continue(run, cfg.get("ckpt_path"), datamodule)  # before loggers start
+    began = runs.read_checkpoint(checkpoint)["epoch"] + 1 if cfg.train and checkpoint else 0  # to train on
+    if began > (n := cfg.trainer.max_epochs):  # a run can add epochs, not take back those it has begun
+        raise runs.ConfigError(f"trainer.max_epochs={n}: {checkpoint} has begun epoch {began}: pass more.")
     if cfg.get("pretrained"):
         load_matching_weights(model.net, cfg.pretrained)
     log.info(f"{type(model.net).__name__}: {sum(p.numel() for p in model.parameters()):,} parameters.")
@@ -50,6 +53,10 @@ def train(cfg: DictConfig) -> dict[str, float]:
         runs.catch_signals(note=False)
     bar = {} if OmegaConf.select(cfg, "callbacks.progress_bar") else {"enable_progress_bar": False}
     trainer = hydra.utils.instantiate(cfg.trainer, callbacks=callbacks, logger=loggers or False, **bar)
+    if runs.launched_as_rank_zero():  # once the start is accepted; `overrides` (a resume's) for the next
+        config.save_config(cfg, run, first_start=overrides is None and (run / ".hydra").is_dir())
+        if overrides is not None:  # (JSON is YAML)
+            runs.write_json(run / ".hydra" / "overrides.yaml", overrides)
     for logger in trainer.loggers:
         logger.log_hyperparams(OmegaConf.to_container(cfg, resolve=True))
     metrics: dict[str, Any] = {}
@@ -63,8 +70,6 @@ def train(cfg: DictConfig) -> dict[str, float]:
             best = getattr(trainer.checkpoint_callback, "best_model_path", "") if cfg.train else checkpoint
             trainer.test(model, datamodule=datamodule, ckpt_path=best or None, verbose=False)
             metrics.update(trainer.callback_metrics)
-    except MisconfigurationException as error:  # a setting Lightning refuses: a resume with fewer epochs
-        raise runs.ConfigError(str(error)) from None
     except SIGTERMException:  # Lightning's own stop (exit status 0), before callbacks/resumable.py took over
         raise runs.Stopped(run) from None
     # Results only: the learning rate (lr-*) is a setting, and stays in the logs. JSON has no NaN: null.
@@ -103,18 +108,15 @@ def run_train(cfg: DictConfig) -> float | None:
             if fresh:  # resume= named no run: a new directory was made for this error (utils/runs.py)
                 shutil.rmtree(run)
                 runs.find_run(str(Path(cfg.paths.log_dir) / cfg.task_name / "runs"), cfg.resume)
-            cfg = hydra.compose("train", runs.resume_overrides(run, given))
-            with open_dict(cfg):
-                cfg.resume = str(run)
+            cfg = hydra.compose("train", given := runs.resume_overrides(run, given))
+            OmegaConf.update(cfg, "resume", str(run), force_add=True)
         if (run / "metrics.json").exists():  # said on the console, not in the run's log: it stays as it was
             again = shlex.join([*runs.resume_overrides(run, []), f"pretrained={run}/checkpoints/last.ckpt"])
             hint = f"nothing to do. Train on from its weights: python train.py {again} trainer.max_epochs=<n>"
             print(f"{run} is finished (it has metrics.json): {hint}", file=sys.stderr)
             return json.loads((run / "metrics.json").read_text()).get(cfg.get("optimized_metric"))
         with runs.held(run), multirun_job(given):
-            if runs.launched_as_rank_zero():
-                config.save_config(cfg, run, first_start=fresh)
-            metrics = train(cfg)
+            metrics = train(cfg, given if cfg.get("resume") else None)
     except Exception as error:  # a new run that failed before its first checkpoint leaves nothing behind
         if fresh and not any(run.glob("checkpoints/*.ckpt")) and not isinstance(error, runs.TrainingError):
             shutil.rmtree(run, ignore_errors=True)

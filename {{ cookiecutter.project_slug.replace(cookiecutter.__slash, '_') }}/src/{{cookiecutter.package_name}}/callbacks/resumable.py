@@ -27,8 +27,7 @@ class Resumable(Checkpoint):
     def __init__(self, dirpath: str, data: Any = None) -> None:
         self.path = Path(dirpath) / "interrupted.ckpt"
         self.data = OmegaConf.to_container(data, resolve=True) if OmegaConf.is_config(data) else data
-        self.metrics, self.rescheduled = {}, False  # the metrics so far; resumed with another schedule
-        self.group: Any = None  # all ranks on the CPU (gloo): agreeing never waits for a GPU
+        self.metrics, self.rescheduled, self.group = {}, False, None  # rescheduled: resumed, another schedule
 
     def stop_here(self, trainer: L.Trainer, *hook_args: Any, save: bool = False) -> None:
         catch_signals()  # again: Lightning put its own SIGTERM handler in place when it started
@@ -47,7 +46,7 @@ class Resumable(Checkpoint):
 
     def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
         if trainer.world_size > 1 and self.group is None:
-            self.group = dist.new_group(backend="gloo")
+            self.group = dist.new_group(backend="gloo")  # on the CPU: agreeing never waits for a GPU
         self.stop_here(trainer)
 
     on_sanity_check_end = on_test_batch_end = stop_here  # where stopping loses no training

@@ -54,6 +54,5 @@ class MultirunSummary(Callback):
                 std = statistics.stdev(found) if len(found) > 1 else 0.0
                 spread[key] = {"mean": statistics.fmean(found), "std": std, "n": len(found)}
         tests = ", ".join(f"{k} {v['mean']:.4f} ± {v['std']:.4f}" for k, v in spread.items() if "test" in k)
-        if jobs:
-            write_json(sweep / "summary.json", {"jobs": jobs, "metrics": spread})
-            log.info(f"{len(jobs)} jobs; {tests or 'no test metrics'}. Summary: {sweep / 'summary.json'}")
+        write_json(sweep / "summary.json", {"jobs": jobs, "metrics": spread})
+        log.info(f"{len(jobs)} jobs; {tests or 'no test metrics'}. Summary: {sweep / 'summary.json'}")
