@@ -6,12 +6,14 @@ import os
 import socket
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
 import pytest
 from hydra import compose, initialize_config_module
+from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, open_dict
 from PIL import Image
 
@@ -50,6 +52,17 @@ def compose_config(name: str, run_dir: Path, overrides: Sequence[str] = ()) -> D
         cfg.paths.output_dir = str(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     return cfg
+
+
+@contextmanager
+def as_command(name: str, overrides: Sequence[str] = ()) -> Iterator[None]:
+    """Hydra as `python <name>.py overrides` sets it up, around a call of the entry point's function."""
+    with initialize_config_module(config_module=CONFIG_MODULE, version_base="1.3"):
+        HydraConfig.instance().set_config(compose(name, list(overrides), return_hydra_config=True))
+        try:
+            yield
+        finally:
+            HydraConfig.instance().cfg = None
 
 
 def run_script(

@@ -94,6 +94,9 @@ def test_data_a_run_cannot_use_is_one_message(overrides: list, message: str, tmp
             "data.channels=5: accepted are 1 (grayscale) and 3 (RGB).",
         ),
         ("eval.py", ["data=csv", "data.path=/no.csv", "data.target=y"], "data.path='/no.csv': no such file"),
+        # Values left out: were OmegaConf's MissingMandatoryValue traceback (now checked as in train.py)
+        ("eval.py", ["data=csv"], "data.path, data.target: required, and no value given: pass data.path="),
+        ("predict.py", ["input={notes}", "data=image_folder"], "data.root: required, and no value given"),
         ("predict.py", ["input={notes}"], "input='{notes}' holds nothing this model takes; it accepts"),
 {%- if cookiecutter.example == 'digits' %}
         ("predict.py", ["input={broken}"], "cannot identify image file '{broken}'"),
@@ -117,6 +120,15 @@ def test_every_entry_point_names_data_its_checkpoint_cannot_use(
     result = run_script(script, checkpoint, *[o.format(**data) for o in overrides], cwd=tmp_path)
     assert_clear_error(result, message.format(**data))
     assert not run_dirs(tmp_path / "logs" / "train" / "runs")
+
+
+def test_lightning_s_values_of_several_types_pass_the_type_check(tmp_path: Path) -> None:
+    overrides = ["trainer.devices=auto", "trainer.deterministic=warn", "debug=fdr", "logger=[]"]
+    result = run_script("train.py", *overrides, cwd=tmp_path)  # refused as not integers, not true or false
+    assert result.returncode == 0, result.stderr[-3000:]
+    listed = run_script("train.py", "trainer.devices=[0]", "debug=fdr", "logger=[]", cwd=tmp_path)
+    assert "expected an integer" not in listed.stderr  # on a GPU a list picks devices; on the CPU, Lightning:
+    assert "`devices` selected with `CPUAccelerator` should be an int > 0" in listed.stderr
 
 
 def test_values_of_the_right_type_pass(tmp_path: Path) -> None:

@@ -4,7 +4,7 @@ training run tested it."""
 from pathlib import Path
 
 import pytest
-from conftest import NOISE, best_checkpoint, compose_config, metrics, run_dirs, run_script
+from conftest import NOISE, as_command, best_checkpoint, compose_config, metrics, run_dirs, run_script
 
 from {{ cookiecutter.package_name }}.eval import evaluate
 
@@ -13,7 +13,10 @@ def test_eval_reproduces_the_test_metrics_of_training(
     trained_run: tuple[Path, dict[str, float]], tmp_path: Path
 ) -> None:
     run, trained = trained_run
-    result = evaluate(compose_config("eval", tmp_path, [f"ckpt_path={best_checkpoint(run)}"]))
+    overrides = [f"ckpt_path={best_checkpoint(run)}"]
+    cfg = compose_config("eval", tmp_path, overrides)
+    with as_command("eval", overrides):
+        result = evaluate(cfg)
     for key in ("test/acc", "test/f1", "test/loss"):
         assert result[key] == pytest.approx(trained[key], abs=1e-6)
     assert metrics(tmp_path) == result

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import best_checkpoint, compose_config{{ ", write_image_folder" if cookiecutter.example == "digits" }}
+from conftest import as_command, best_checkpoint, compose_config{{ ", write_image_folder" if cookiecutter.example == "digits" }}
 
 from {{ cookiecutter.package_name }}.eval import model_and_data
 from {{ cookiecutter.package_name }}.predict import predict
@@ -18,13 +18,17 @@ def checkpoint(trained_run: tuple[Path, dict[str, float]]) -> Path:
 
 
 def run_predict(checkpoint: Path, source: Path, run_dir: Path) -> list[dict[str, str]]:
-    path = predict(compose_config("predict", run_dir, [f"ckpt_path={checkpoint}", f"input={source}"]))
+    cfg = compose_config("predict", run_dir, overrides := [f"ckpt_path={checkpoint}", f"input={source}"])
+    with as_command("predict", overrides):
+        path = predict(cfg)
     with path.open() as file:
         return list(csv.DictReader(file))
 
 
 def test_predictions_are_the_model_s_on_the_data_s_own_inputs(checkpoint: Path, tmp_path: Path) -> None:
-    model, datamodule = model_and_data(compose_config("predict", tmp_path, [f"ckpt_path={checkpoint}"]))
+    cfg = compose_config("predict", tmp_path, overrides := [f"ckpt_path={checkpoint}"])
+    with as_command("predict", overrides):
+        model, datamodule = model_and_data(cfg)
     datamodule.setup("test")
     x, _ = next(iter(datamodule.test_dataloader()))
     with torch.no_grad():

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import QUICK, ROOT, compose_config, metrics, run_dirs, run_script
+from conftest import QUICK, ROOT, as_command, compose_config, metrics, run_dirs, run_script
 
 from {{ cookiecutter.package_name }}.utils.runs import EXIT_CODE, ConfigError, resume_overrides
 
@@ -229,12 +229,9 @@ def test_a_missing_corrupt_or_foreign_checkpoint_is_one_message_anywhere(entry: 
     for path, message in cases.items():
         if entry == "train" and path == "null":
             continue  # training needs no checkpoint
-        cfg = compose_config(
-            entry,
-            tmp_path / "run",
-            [f"ckpt_path={path}", *([f"input={tmp_path}"] if entry == "predict" else [])],
-        )
-        with pytest.raises(ConfigError, match=re.escape(message)):
+        overrides = [f"ckpt_path={path}", *([f"input={tmp_path}"] if entry == "predict" else [])]
+        cfg = compose_config(entry, tmp_path / "run", overrides)
+        with pytest.raises(ConfigError, match=re.escape(message)), as_command(entry, overrides):
             run(cfg)
 
 

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import hydra
+from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
 from {{ cookiecutter.package_name }}.utils import config, runs
@@ -17,6 +18,7 @@ def model_and_data(cfg: Any) -> tuple[Any, Any]:
     """The checkpoint's model (on the CPU) and DataModule: its data config with `+data.<key>=`, or `data=`."""
     from {{ cookiecutter.package_name }}.models.classifier import Classifier
 
+    config.check_types(cfg, HydraConfig.get().overrides.task)  # a value left out (???) or of the wrong type
     checkpoint = runs.read_checkpoint(cfg.get("ckpt_path"))
     model = Classifier.load_from_checkpoint(cfg.ckpt_path, map_location="cpu", weights_only=True).eval()
     data, saved = cfg.get("data") or {}, checkpoint.get("resumable", {}).get("data") or {}

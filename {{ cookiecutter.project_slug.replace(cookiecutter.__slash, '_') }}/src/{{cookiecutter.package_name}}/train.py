@@ -86,8 +86,7 @@ def train(cfg: DictConfig, overrides: list[str] | None = None) -> dict[str, floa
 def load_matching_weights(net: Any, path: str) -> None:
     """Start `net` from a checkpoint's weights where names and shapes match (fine-tuning)."""
     state = runs.read_checkpoint(path, "pretrained")["state_dict"]
-    saved = {key.removeprefix("net."): value for key, value in state.items()}
-    own = net.state_dict()
+    saved, own = {key.removeprefix("net."): value for key, value in state.items()}, net.state_dict()
     fits = {k: v for k, v in saved.items() if k in own and v.shape == own[k].shape}
     if not fits:
         raise runs.ConfigError(f"pretrained={path!r}: no layer of that checkpoint fits this net.")

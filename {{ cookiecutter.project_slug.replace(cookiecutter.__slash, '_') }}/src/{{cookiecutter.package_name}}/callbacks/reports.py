@@ -21,16 +21,12 @@ def progress_bar() -> ProgressBar:  # Lightning's rich bar in a terminal; else (
 class EpochLines(ProgressBar):
     """One log line per epoch, nothing redrawn (a ProgressBar, so Lightning adds no bar of its own)."""
 
-    enabled = True
+    def disable(self) -> None: ...  # Lightning's call on ranks other than 0, which log nothing anyway
 
-    def disable(self) -> None:
-        self.enabled = False
-
-    def enable(self) -> None:
-        self.enabled = True
+    enable = disable
 
     def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        if self.enabled and trainer.is_global_zero:
+        if trainer.is_global_zero:
             shown = "  ".join(f"{k} {v:.4g}" for k, v in trainer.progress_bar_metrics.items() if "/" in k)
             log.info(f"epoch {trainer.current_epoch + 1}/{trainer.max_epochs}  {shown}")
 

@@ -20,6 +20,7 @@ from omegaconf import DictConfig, OmegaConf
 from {{ cookiecutter.package_name }}.utils.runs import ConfigError, write_json
 
 TYPES = {bool: "true or false", int: "an integer", float: "a number"}
+UNCHECKED = ("hydra", "trainer.devices", "trainer.deterministic")  # Hydra's; Lightning's (auto, [0, 1], warn)
 
 
 def check_types(cfg: DictConfig, overrides: list[str]) -> None:
@@ -32,7 +33,7 @@ def check_types(cfg: DictConfig, overrides: list[str]) -> None:
         raise ConfigError("train=false tests the checkpoint at ckpt_path: pass ckpt_path=<a .ckpt file>.")
     parsed = [o for o in OverridesParser.create().parse_overrides(overrides) if not o.is_delete()]
     groups = HydraConfig.get().runtime.choices  # config groups are not values, nor are Hydra's settings
-    values = [o for o in parsed if o.key_or_group not in groups and not o.key_or_group.startswith("hydra")]
+    values = [o for o in parsed if o.key_or_group not in groups and not o.key_or_group.startswith(UNCHECKED)]
     chosen = [o.input_line for o in parsed if o not in values]
     defaults = hydra.compose(HydraConfig.get().job.config_name, chosen) if values else None
     for key in [o.key_or_group for o in values if (o.key_or_group, o.value()) != ("seed", None)]:  # unseeded
