@@ -122,6 +122,29 @@ def test_every_entry_point_names_data_its_checkpoint_cannot_use(
     assert not run_dirs(tmp_path / "logs" / "train" / "runs")
 
 
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [  # Lightning restores the optimizer's state and settings: another net or optimizer was its traceback,
+{%- if cookiecutter.example == 'digits' %}
+        ("model/net=mlp", "model.net {'_target_': '{{ cookiecutter.package_name }}.models.nets.cnn.SmallCNN'"),
+{%- else %}
+        ("model.net.hidden=[8]", "not {'_target_': '{{ cookiecutter.package_name }}.models.nets.mlp.MLP', 'hidden': [8]"),
+{%- endif %}
+        ("model.optimizer._target_=torch.optim.SGD", "not {'_target_': 'torch.optim.SGD', 'lr': 0.003"),
+        # and another learning rate was silently the checkpoint's (its config.yaml said otherwise).
+        ("model.optimizer.lr=0.0001", "not {'_target_': 'torch.optim.AdamW', 'lr': 0.0001"),
+    ],
+)
+def test_a_checkpoint_continues_with_its_own_net_and_optimizer(
+    override: str, message: str, trained_run: tuple, tmp_path: Path
+) -> None:
+    checkpoint = best_checkpoint(trained_run[0])
+    result = run_script("train.py", f"ckpt_path={checkpoint}", override, "trainer.max_epochs=5", cwd=tmp_path)
+    assert_clear_error(result, f"ckpt_path='{checkpoint}' was trained with", message)
+    assert f"or start anew from its weights: pretrained={checkpoint}." in result.stderr
+    assert not run_dirs(tmp_path / "logs" / "train" / "runs")
+
+
 def test_lightning_s_values_of_several_types_pass_the_type_check(tmp_path: Path) -> None:
     overrides = ["trainer.devices=auto", "trainer.deterministic=warn", "debug=fdr", "logger=[]"]
     result = run_script("train.py", *overrides, cwd=tmp_path)  # refused as not integers, not true or false

@@ -192,8 +192,8 @@ def read_checkpoint(path: str | Path | None, key: str = "ckpt_path", fits: Any =
     return saved
 
 
-def checkpoint_to_continue(run: Path, ckpt_path: str | None, datamodule: Any) -> str | None:
-    """The run's newest readable checkpoint (after resume=, a requeue, ...); else `ckpt_path`, checked."""
+def checkpoint_to_continue(run: Path, ckpt_path: str | None, datamodule: Any, model: Any) -> str | None:
+    """The run's newest readable checkpoint (resume=, a requeue, ...); else `ckpt_path`, if `model` fits."""
     for path in sorted(run.glob("checkpoints/*.ckpt"), key=lambda p: p.stat().st_mtime_ns, reverse=True):
         try:
             saved = read_checkpoint(path)
@@ -201,8 +201,12 @@ def checkpoint_to_continue(run: Path, ckpt_path: str | None, datamodule: Any) ->
             return str(path)
         except ConfigError as error:
             log.warning(f"Skipped: {error}")
-    if ckpt_path:
-        read_checkpoint(ckpt_path, fits=datamodule)
+    was = read_checkpoint(ckpt_path, fits=datamodule)["hyper_parameters"] if ckpt_path else model.hparams
+    if key := next((key for key in ("net", "optimizer") if was[key] != model.hparams[key]), None):
+        raise ConfigError(
+            f"ckpt_path={ckpt_path!r} was trained with model.{key} {was[key]}, not {model.hparams[key]}: "
+            f"continue it with its own {key}, or start anew from its weights: pretrained={ckpt_path}."
+        )
     return ckpt_path
 
 
