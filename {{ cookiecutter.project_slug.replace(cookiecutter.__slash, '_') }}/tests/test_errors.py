@@ -1,11 +1,21 @@
 """Bad input gets one short message naming the value and what is accepted, before torch loads."""
 
+import json
 import re
+import typing
 from pathlib import Path
 
 import hydra
 import pytest
-from conftest import best_checkpoint, compose_config, run_dirs, run_script, write_image_folder, write_table
+from conftest import (
+    as_command,
+    best_checkpoint,
+    compose_config,
+    run_dirs,
+    run_script,
+    write_image_folder,
+    write_table,
+)
 from hydra.errors import InstantiationException
 
 
@@ -152,6 +162,30 @@ def test_lightning_s_values_of_several_types_pass_the_type_check(tmp_path: Path)
     listed = run_script("train.py", "trainer.devices=[0]", "debug=fdr", "logger=[]", cwd=tmp_path)
     assert "expected an integer" not in listed.stderr  # on a GPU a list picks devices; on the CPU, Lightning:
     assert "`devices` selected with `CPUAccelerator` should be an int > 0" in listed.stderr
+
+
+def test_the_type_check_takes_every_type_lightning_s_trainer_takes(tmp_path: Path) -> None:
+    """The check knows each key's default alone: an argument Lightning takes in several types was refused in
+    all but its default's (as the two above). Each type of each Trainer argument in the config passes, but
+    null, refused where the default is a number (seed=null aside)."""
+    import lightning
+
+    from {{ cookiecutter.package_name }}.utils.config import check_types
+
+    hints, examples = typing.get_type_hints(lightning.Trainer.__init__), {int: 2, float: 0.5, bool: True}
+    examples.update({str: "auto", list[int]: [0, 1]})
+    overrides = []
+    for key in compose_config("train", tmp_path).trainer:
+        for kind in typing.get_args(hints.get(key)) or [hints.get(key)]:
+            literal = typing.get_origin(kind) is typing.Literal  # precision's 16, "16-mixed", ...
+            for value in typing.get_args(kind) if literal else [examples.get(kind)]:
+                if value is not None:
+                    overrides.append(f"trainer.{key}={json.dumps(value, separators=(',', ':'))}")
+    assert "trainer.devices=[0,1]" in overrides and 'trainer.deterministic="warn"' in overrides
+    for override in overrides:
+        cfg = compose_config("train", tmp_path, [override])
+        with as_command("train", [override]):
+            check_types(cfg, [override])
 
 
 def test_values_of_the_right_type_pass(tmp_path: Path) -> None:
