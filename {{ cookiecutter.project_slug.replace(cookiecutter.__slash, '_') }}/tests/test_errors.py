@@ -2,6 +2,7 @@
 
 import json
 import re
+import types
 import typing
 from pathlib import Path
 
@@ -164,28 +165,51 @@ def test_lightning_s_values_of_several_types_pass_the_type_check(tmp_path: Path)
     assert "`devices` selected with `CPUAccelerator` should be an int > 0" in listed.stderr
 
 
-def test_the_type_check_takes_every_type_lightning_s_trainer_takes(tmp_path: Path) -> None:
-    """The check knows each key's default alone: an argument Lightning takes in several types was refused in
-    all but its default's (as the two above). Each type of each Trainer argument in the config passes, but
-    null, refused where the default is a number (seed=null aside)."""
-    import lightning
+def test_the_type_check_takes_every_type_each_target_takes(tmp_path: Path) -> None:
+    """The check knows each key's default alone: an argument of several types was refused in all but its
+    default's (`trainer.devices=auto`, `check_val_every_n_epoch=null`, `limit_train_batches=0.1` under
+    debug=limit). For every `_target_` in the config (the Trainer, callbacks, data, net, optimizer, ...), a
+    value of each type its annotation allows passes (null too), but trainer.max_epochs=null: no schedule."""
+    from collections.abc import Sequence
+
+    from omegaconf import OmegaConf
 
     from {{ cookiecutter.package_name }}.utils.config import check_types
 
-    hints, examples = typing.get_type_hints(lightning.Trainer.__init__), {int: 2, float: 0.5, bool: True}
-    examples.update({str: "auto", list[int]: [0, 1]})
-    overrides = []
-    for key in compose_config("train", tmp_path).trainer:
-        for kind in typing.get_args(hints.get(key)) or [hints.get(key)]:
-            literal = typing.get_origin(kind) is typing.Literal  # precision's 16, "16-mixed", ...
-            for value in typing.get_args(kind) if literal else [examples.get(kind)]:
-                if value is not None:
-                    overrides.append(f"trainer.{key}={json.dumps(value, separators=(',', ':'))}")
-    assert "trainer.devices=[0,1]" in overrides and 'trainer.deterministic="warn"' in overrides
-    for override in overrides:
-        cfg = compose_config("train", tmp_path, [override])
-        with as_command("train", [override]):
-            check_types(cfg, [override])
+    examples = {int: 2, float: 0.5, bool: True, str: "auto", list[int]: [0, 1], Sequence[int]: [8, 8]}
+    examples[type(None)] = None
+    cfg, tried = compose_config("train", tmp_path, ["debug=limit", "logger=csv"]), {}
+    targets = [(key, node) for key, node in cfg.items_ex(resolve=False) if OmegaConf.is_dict(node)]
+    targets += [
+        (f"{key}.{name}", child)
+        for key, node in targets
+        for name, child in node.items_ex(resolve=False)
+        if OmegaConf.is_dict(child) and key in ("model", "callbacks", "logger")
+    ]
+    for key, node in [(key, node) for key, node in targets if "_target_" in node]:
+        target, hints = hydra.utils.get_object(node._target_), {}
+        for cls in reversed(getattr(target, "__mro__", [target])):  # **options: a base class's arguments
+            hints.update(typing.get_type_hints(cls.__init__ if isinstance(cls, type) else cls))
+        plain = [
+            name for name in node if name in hints and not OmegaConf.is_dict(node[name])
+        ]  # not net=, ...
+        for name in (name for name in plain if f"{key}.{name}" != "trainer.max_epochs"):
+            union = typing.get_origin(hints[name]) in (typing.Union, types.UnionType)
+            for kind in typing.get_args(hints[name]) if union else [hints[name]]:
+                literal = typing.get_origin(kind) is typing.Literal  # precision's 16, "16-mixed", ...
+                for value in typing.get_args(kind) if literal else [examples.get(kind, ...)]:
+                    if value is not ...:
+                        tried.setdefault(f"{key}.{name}", []).append(json.dumps(value, separators=(",", ":")))
+    assert {"trainer.devices", "callbacks.last_checkpoint.every_n_epochs", "data.fold"} <= set(tried)
+    for round in range(max(map(len, tried.values()))):  # one value of each key at a time
+        overrides = [
+            "debug=limit",
+            "logger=csv",
+            *(f"{k}={values[round]}" for k, values in tried.items() if round < len(values)),
+        ]
+        cfg = compose_config("train", tmp_path, overrides)
+        with as_command("train", overrides):
+            check_types(cfg, overrides)
 
 
 def test_values_of_the_right_type_pass(tmp_path: Path) -> None:

@@ -87,8 +87,7 @@ def load_matching_weights(net: Any, path: str) -> None:
     """Start `net` from a checkpoint's weights where names and shapes match (fine-tuning)."""
     state = runs.read_checkpoint(path, "pretrained")["state_dict"]
     saved, own = {key.removeprefix("net."): value for key, value in state.items()}, net.state_dict()
-    fits = {k: v for k, v in saved.items() if k in own and v.shape == own[k].shape}
-    if not fits:
+    if not (fits := {k: v for k, v in saved.items() if k in own and v.shape == own[k].shape}):
         raise runs.ConfigError(f"pretrained={path!r}: no layer of that checkpoint fits this net.")
     net.load_state_dict(fits, strict=False)
     new = ", ".join(k for k in own if k not in fits)

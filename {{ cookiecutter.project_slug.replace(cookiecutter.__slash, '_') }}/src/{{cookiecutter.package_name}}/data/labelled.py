@@ -33,7 +33,7 @@ class LabelledDataModule(L.LightningDataModule):
             raise ValueError(f"data.val_fraction={val_fraction}, data.test_fraction={test_fraction}: {why}.")
         if fold is not None and not 0 <= fold < num_folds:
             raise ValueError(f"data.fold={fold}: must be null or 0 to {num_folds - 1} (data.num_folds).")
-        if batch_size < 1:
+        if not isinstance(batch_size, int) or batch_size < 1:
             raise ValueError(f"data.batch_size={batch_size}: must be a positive integer.")
         self.batch_size, self.splits = batch_size, {}
 

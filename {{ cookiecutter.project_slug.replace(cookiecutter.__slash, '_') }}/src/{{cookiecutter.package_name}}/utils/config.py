@@ -20,7 +20,8 @@ from omegaconf import DictConfig, OmegaConf
 from {{ cookiecutter.package_name }}.utils.runs import ConfigError, write_json
 
 TYPES = {bool: "true or false", int: "an integer", float: "a number"}
-UNCHECKED = ("hydra", "trainer.devices", "trainer.deterministic")  # Hydra's; Lightning's (auto, [0, 1], warn)
+UNCHECKED = ("hydra", "trainer.devices", "trainer.deterministic", "trainer.fast_dev_run", "trainer.limit_")
+UNCHECKED += ("trainer.overfit_batches", "callbacks.model_checkpoint.save_last", "logger.wandb.log_model")
 
 
 def check_types(cfg: DictConfig, overrides: list[str]) -> None:
@@ -32,11 +33,11 @@ def check_types(cfg: DictConfig, overrides: list[str]) -> None:
     if not cfg.get("train", True) and not cfg.get("ckpt_path"):
         raise ConfigError("train=false tests the checkpoint at ckpt_path: pass ckpt_path=<a .ckpt file>.")
     parsed = [o for o in OverridesParser.create().parse_overrides(overrides) if not o.is_delete()]
-    groups = HydraConfig.get().runtime.choices  # config groups are not values, nor are Hydra's settings
+    groups = HydraConfig.get().runtime.choices  # not values; UNCHECKED: Hydra's, and Lightning's multi-typed
     values = [o for o in parsed if o.key_or_group not in groups and not o.key_or_group.startswith(UNCHECKED)]
     chosen = [o.input_line for o in parsed if o not in values]
     defaults = hydra.compose(HydraConfig.get().job.config_name, chosen) if values else None
-    for key in [o.key_or_group for o in values if (o.key_or_group, o.value()) != ("seed", None)]:  # unseeded
+    for key in [o.key_or_group for o in values if o.value() is not None]:  # null passes (no seed, defaults)
         default = OmegaConf.select(defaults, key, throw_on_resolution_failure=False)
         given = OmegaConf.select(cfg, key, throw_on_resolution_failure=False)
         expected = next((t for t in TYPES if type(default) is t), None)  # exact types: a bool is no int
