@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import as_command, best_checkpoint, compose_config{{ ", write_image_folder" if cookiecutter.example == "digits" }}
+from conftest import as_command, best_checkpoint, compose_config, run_dirs, run_script{{ ", write_image_folder" if cookiecutter.example == "digits" }}
 
 from {{ cookiecutter.package_name }}.eval import model_and_data
 from {{ cookiecutter.package_name }}.predict import predict
@@ -74,3 +74,22 @@ def test_inputs_the_model_cannot_take_are_refused(checkpoint: Path, tmp_path: Pa
     ):
         with pytest.raises(ConfigError, match=message):
             run_predict(checkpoint, source, tmp_path / "run")
+
+
+def test_a_limit_on_predict_batches_predicts_the_first_inputs(trained_run: tuple, tmp_path: Path) -> None:
+    # Was a zip() traceback, with a predictions.csv cut short.
+{%- if cookiecutter.example == 'digits' %}
+    source, checkpoint = trained_run[0] / "data" / "digits", best_checkpoint(trained_run[0])
+    first = str(sorted(source.rglob("*.png"))[0].relative_to(source))
+{%- else %}
+    source, checkpoint = next((trained_run[0] / "data").glob("blobs-*.csv")), best_checkpoint(trained_run[0])
+    first = f"{source.name}:2"
+{%- endif %}
+    limit = "+trainer.limit_predict_batches=1"
+    result = run_script("predict.py", f"ckpt_path={checkpoint}", f"input={source}", limit, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    (run,) = run_dirs(tmp_path / "logs" / "predict")
+    with (run / "predictions.csv").open() as file:
+        rows = list(csv.DictReader(file))
+    assert len(rows) == 64 and "64 predictions" in result.stdout  # one batch (data.batch_size)
+    assert rows[0]["input"] == first

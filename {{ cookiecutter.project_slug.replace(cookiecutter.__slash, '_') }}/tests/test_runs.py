@@ -84,6 +84,20 @@ def test_resume_continues_with_the_run_s_own_config_and_may_extend_it(stopped: P
     assert all(not torch.equal(v, last["state_dict"][k]) for k, v in finished.items() if k.endswith("weight"))
 
 
+def test_a_reduce_on_plateau_schedule_steps_on_the_validation_loss(tmp_path: Path) -> None:
+    # Was Lightning's traceback: such a scheduler needs a monitor. A threshold no loss meets: 0.1x each epoch.
+    plateau = [
+        "model.scheduler._target_=torch.optim.lr_scheduler.ReduceLROnPlateau",
+        "~model.scheduler.T_max",
+    ]
+    plateau += ["+model.scheduler.patience=0", "+model.scheduler.threshold=10"]
+    result = run_script("train.py", *QUICK, *plateau, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    (run,) = run_dirs(tmp_path / "logs")
+    rows = [row for path in sorted(run.glob("csv/*/metrics.csv")) for row in csv.DictReader(path.open())]
+    assert [float(row["lr-AdamW"]) for row in rows if row["lr-AdamW"]] == pytest.approx([3e-3, 3e-4])
+
+
 @pytest.mark.slow
 def test_a_run_stopped_after_its_last_epoch_resumes_longer_on_the_new_schedule(tmp_path: Path) -> None:
     # Stopped in its test: its cosine has ended at learning rate 0. Resumed with more epochs, the rate
@@ -128,9 +142,10 @@ def test_a_resume_with_fewer_epochs_than_done_is_refused_and_any_schedule_resume
 def test_a_resume_may_change_the_hardware_and_the_length_only(tmp_path: Path) -> None:
     (tmp_path / ".hydra").mkdir()
     (tmp_path / ".hydra" / "overrides.yaml").write_text("- seed=3\n- trainer.max_epochs=3\n")
-    moved = ["trainer=gpu", "trainer.max_epochs=5", "trainer.devices=2", "strategy=ddp", "data.num_workers=2"]
+    moved = ["trainer=gpu", "trainer.max_epochs=5", "trainer.devices=2", "strategy=ddp"]
     assert resume_overrides(tmp_path, ["resume=x", *moved]) == ["seed=3", *moved]
-    for changed in ("seed=4", "trainer.gradient_clip_val=1.0", "trainer.precision=16-mixed", "data=csv"):
+    refused = ("seed=4", "trainer.gradient_clip_val=1.0", "trainer.precision=16-mixed", "data=csv")
+    for changed in (*refused, "data.num_workers=2"):  # mid-epoch, a loader resumes on as many workers only
         with pytest.raises(ConfigError, match=re.escape(f"these would change it: {changed}.")):
             resume_overrides(tmp_path, ["trainer.devices=2", changed])
 

@@ -87,4 +87,4 @@ class Classifier(L.LightningModule):
         if not self.hparams.scheduler:
             return optimizer
         scheduler = hydra.utils.instantiate(self.hparams.scheduler, optimizer=optimizer)
-        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "epoch"}}
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "monitor": "val/loss"}}

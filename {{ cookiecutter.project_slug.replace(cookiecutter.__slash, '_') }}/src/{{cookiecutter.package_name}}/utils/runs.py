@@ -29,7 +29,7 @@ EXIT_CODE = 75  # EX_TEMPFAIL of sysexits.h: a temporary failure; running again 
 received: list[str] = []  # the stop signals this process has received
 # What a resume may change besides trainer=<option>: more epochs, other hardware, another launcher.
 MAY_CHANGE = ("trainer.max_", "trainer.accelerator", "trainer.devices", "trainer.num_nodes")
-MAY_CHANGE += ("strategy", "data.num_workers", "hydra", "extras")
+MAY_CHANGE += ("strategy", "hydra", "extras")
 
 
 class ConfigError(CompactHydraException):
@@ -165,7 +165,7 @@ def resume_overrides(run: Path, given: list[str]) -> list[str]:
         raise ConfigError(
             f"resume={run} continues that run with its own config ({' '.join(saved) or 'no overrides'}); "
             f"these would change it: {' '.join(refused)}. A resume may change trainer.max_epochs or "
-            "max_steps, devices, strategy, data.num_workers and hydra settings; else start a new run."
+            "max_steps, devices, strategy and hydra settings; else start a new run."
         )
     return [o for o in saved if key(o) not in {key(n) for n in new}] + new
 
