@@ -61,6 +61,29 @@ def test_a_run_stopped_at_any_phase_resumes_to_the_same_end(
     assert_same_run(run, uninterrupted)
 
 
+# Lightning's options that shape the epoch, each with state a stop in its middle must keep: gradients
+# summed over batches (the stop waits for the optimizer's step), a validation before the epoch's end.
+LOOPS = {
+    "accumulated gradients": "+trainer.accumulate_grad_batches=3",
+    "mid-epoch validation": "+trainer.val_check_interval=2",
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("loop", LOOPS)
+def test_a_run_stopped_mid_epoch_resumes_to_the_same_end_with_each_loop_option(
+    loop: str, tmp_path: Path
+) -> None:
+    reference = run_script("train.py", *QUICK, LOOPS[loop], cwd=tmp_path / "a")
+    assert reference.returncode == 0, reference.stderr[-3000:]
+    stop = [*SIGNAL.split(), "+callbacks.signal.hook=on_train_batch_start", "+callbacks.signal.step=2"]
+    stopped = run_script("train.py", *QUICK, LOOPS[loop], *stop, cwd=tmp_path / "b")
+    assert stopped.returncode == EXIT_CODE, stopped.stderr[-3000:]
+    (run,) = run_dirs(tmp_path / "b" / "logs")
+    assert run_script("train.py", f"resume={run}", cwd=tmp_path / "b").returncode == 0
+    assert_same_run(run, run_dirs(tmp_path / "a" / "logs")[0])
+
+
 @pytest.mark.slow
 def test_a_run_started_from_a_checkpoint_resumes_from_its_own(uninterrupted: Path, tmp_path: Path) -> None:
     # Trained longer from a finished run's last checkpoint, and stopped in its third epoch: a resume (or

@@ -67,8 +67,8 @@ class Resumable(Checkpoint):
                 "checkpoint holds weights of this step. Common causes: a learning rate too high "
                 "(model.optimizer.lr), non-finite values in the data, 16-mixed precision overflowing."
             )
-        if args[-1] + 1 < trainer.num_training_batches:  # after an epoch's last: its validation, checkpoints
-            self.stop_here(trainer, save=True)
+        if (n := args[-1] + 1) < trainer.num_training_batches and not n % trainer.accumulate_grad_batches:
+            self.stop_here(trainer, save=True)  # between optimizer steps; after the last: at the epoch's end
 
     def on_fit_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         for key, value in self.metrics.items():  # a run resumed after its last epoch keeps its metrics
