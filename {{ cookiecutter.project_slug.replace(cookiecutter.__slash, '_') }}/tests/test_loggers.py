@@ -39,6 +39,7 @@ def logged_names(name: str, run_dir: Path, expected: set[str]) -> set[str]:
         from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
         events = EventAccumulator(str(run_dir / "tensorboard")).Reload()
+        assert "test/confusion_matrix" in events.Tags()["images"]
         return set(events.Tags()["scalars"])
     if name == "wandb":
         import wandb
@@ -59,6 +60,7 @@ def logged_names(name: str, run_dir: Path, expected: set[str]) -> set[str]:
 
         client = MlflowClient(tracking_uri=f"sqlite:///{run_dir / 'logs' / 'mlflow.db'}")
         (run,) = client.search_runs([e.experiment_id for e in client.search_experiments()])
+        assert "confusion_matrix.png" in [artifact.path for artifact in client.list_artifacts(run.info.run_id)]
         return set(run.data.metrics)
     raise AssertionError(f"no check for logger {name}")
 

@@ -59,7 +59,10 @@ class TestReport(L.Callback):
         for logger in trainer.loggers:
             if hasattr(logger, "log_image"):  # W&B
                 logger.log_image(key="test/confusion_matrix", images=[str(png)])
+{%- if cookiecutter.logger == 'tensorboard' %}
             elif hasattr(logger.experiment, "add_figure"):  # TensorBoard
                 logger.experiment.add_figure("test/confusion_matrix", fig)
+{%- elif cookiecutter.logger == 'mlflow' %}
             elif hasattr(logger.experiment, "log_artifact"):  # MLflow
                 logger.experiment.log_artifact(logger.run_id, str(png))
+{%- endif %}
