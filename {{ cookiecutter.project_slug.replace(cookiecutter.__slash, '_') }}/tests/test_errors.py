@@ -156,6 +156,13 @@ def test_a_checkpoint_continues_with_its_own_net_and_optimizer(
     assert not run_dirs(tmp_path / "logs" / "train" / "runs")
 
 
+def test_a_new_run_that_fails_in_training_leaves_nothing_behind(tmp_path: Path) -> None:
+    # With the project's default logger started: W&B's run wrote into the deleted run again at exit.
+    result = run_script("train.py", "model.optimizer._target_=torch.optim.SGDD", cwd=tmp_path)
+    assert_clear_error(result, "Error locating target 'torch.optim.SGDD'")
+    assert not [*(tmp_path / "logs" / "train" / "runs").iterdir()]
+
+
 def test_lightning_s_values_of_several_types_pass_the_type_check(tmp_path: Path) -> None:
     overrides = ["trainer.devices=auto", "trainer.deterministic=warn", "debug=fdr", "logger=[]"]
     result = run_script("train.py", *overrides, cwd=tmp_path)  # refused as not integers, not true or false

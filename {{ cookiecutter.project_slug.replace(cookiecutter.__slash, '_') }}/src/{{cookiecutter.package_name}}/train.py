@@ -117,6 +117,7 @@ def run_train(cfg: DictConfig) -> float | None:
             metrics = train(cfg, given if cfg.get("resume") else None)
     except Exception as error:  # a new run that failed before its first checkpoint leaves nothing behind
         if fresh and not any(run.glob("checkpoints/*.ckpt")) and not isinstance(error, runs.TrainingError):
+            getattr(sys.modules.get("wandb"), "finish", lambda **_: 0)(exit_code=1)  # else it writes at exit
             shutil.rmtree(run, ignore_errors=True)
         raise
     return metrics.get(cfg.optimized_metric) if cfg.get("optimized_metric") else None
