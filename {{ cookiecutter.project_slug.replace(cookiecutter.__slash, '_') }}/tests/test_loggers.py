@@ -60,7 +60,7 @@ def logged_names(name: str, run_dir: Path, expected: set[str]) -> set[str]:
 
         client = MlflowClient(tracking_uri=f"sqlite:///{run_dir / 'logs' / 'mlflow.db'}")
         (run,) = client.search_runs([e.experiment_id for e in client.search_experiments()])
-        assert "confusion_matrix.png" in [artifact.path for artifact in client.list_artifacts(run.info.run_id)]
+        assert "confusion_matrix.png" in [file.path for file in client.list_artifacts(run.info.run_id)]
         return set(run.data.metrics)
     raise AssertionError(f"no check for logger {name}")
 
