@@ -6,9 +6,12 @@ import shlex
 from pathlib import Path
 
 import pytest
-from conftest import best_checkpoint, metrics, run_dirs, run_script, write_image_folder, write_table
+from conftest import ROOT, best_checkpoint, metrics, run_dirs, run_script, write_image_folder, write_table
+
+from {{ cookiecutter.package_name }}.utils.runs import EXIT_CODE
 
 EPOCHS = ("trainer.max_epochs=8", "data.batch_size=16", "logger=csv")
+CONFIGS = ROOT / "src" / "{{ cookiecutter.package_name }}" / "configs"
 
 
 def trained(tmp_path: Path, *data: str) -> Path:
@@ -109,16 +112,31 @@ def test_a_csv_table_trains_evaluates_and_predicts(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_a_datamodule_of_your_own_that_knows_its_data_only_after_setup(tmp_path: Path) -> None:
     """tests/own_datamodule.py, with its config in a folder of the user's (hydra.searchpath), as
-    configs/data/<name>.yaml: train, resume, eval (from the checkpoint's data config) and predict."""
+    configs/data/<name>.yaml: every debug config, a training stopped and resumed, eval (from the
+    checkpoint's data config) and predict."""
     table = write_table(tmp_path / "table.csv", features=4, classes=3)
     (configs := tmp_path / "configs" / "data").mkdir(parents=True)
     own = f"_target_: own_datamodule.TableReadInSetup\npath: {table}\ntarget: species\nbatch_size: 16\n"
     (configs / "own.yaml").write_text(own)
     searchpath = f"hydra.searchpath=[file://{configs.parent}]"  # with value overrides (trained's)
-    run = trained(tmp_path, "data=own", searchpath)
+    ours = ("data=own", "model/net=mlp", searchpath)
+    for debug in sorted(p.stem for p in (CONFIGS / "debug").glob("*.yaml") if p.stem != "default"):
+        result = run_script("train.py", *ours, f"debug={debug}", cwd=tmp_path)
+        assert result.returncode == 0, f"debug={debug}: {result.stderr[-3000:]}"  # was: no data.num_workers
+    stop = [
+        "+callbacks.signal._target_=signal_helpers.SendSignal",
+        "+callbacks.signal.dirpath=${paths.output_dir}",
+        "+callbacks.signal.hook=on_train_batch_start",
+        "+callbacks.signal.step=20",  # in the second epoch
+    ]
+    stopped = run_script("train.py", *ours, *EPOCHS, *stop, cwd=tmp_path)
+    assert stopped.returncode == EXIT_CODE, stopped.stderr[-3000:]
+    (run,) = run_dirs(tmp_path / "logs" / "train")
+    resumed = run_script("train.py", f"resume={run}", searchpath, cwd=tmp_path)  # its config composed again
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    # Lightning says a DataLoader that keeps no state resumes mid-epoch inexactly (the project's own do).
+    assert "your dataloader is not resumable" in resumed.stderr
     assert metrics(run)["test/acc"] > 0.8
-    again = run_script("train.py", f"resume={run}", searchpath, cwd=tmp_path)  # its config composed again
-    assert again.returncode == 0 and "is finished" in again.stderr, again.stderr[-3000:]
     evaluated = run_script("eval.py", f"ckpt_path={best_checkpoint(run)}", "logger=csv", cwd=tmp_path)
     assert evaluated.returncode == 0, evaluated.stderr[-3000:]
     (eval_run,) = run_dirs(tmp_path / "logs" / "eval")
