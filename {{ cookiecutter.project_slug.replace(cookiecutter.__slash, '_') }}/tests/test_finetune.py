@@ -20,6 +20,17 @@ class BackboneWatch(L.Callback):
         BackboneWatch.trainable.append(all(p.requires_grad for p in pl_module.backbone.parameters()))
 
 
+class Flat(torch.nn.Module):
+    """A net of a user's that names no `backbone`: fine-tuning has nothing to freeze."""
+
+    def __init__(self, input_shape: list[int], num_classes: int, **options: object) -> None:
+        super().__init__()
+        self.layers = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.LazyLinear(num_classes))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.layers(x)
+
+
 @pytest.mark.slow
 def test_backbone_is_frozen_then_thawed_and_beats_training_from_scratch(
     trained_run: tuple[Path, dict[str, float]], tmp_path: Path, recwarn: pytest.WarningsRecorder
@@ -66,3 +77,11 @@ def test_a_missing_or_foreign_pretrained_checkpoint_is_named(tmp_path: Path) -> 
     torch.save({"net.head.weight": torch.zeros(10, 64)}, weights := tmp_path / "weights.pt")  # no Lightning's
     with pytest.raises(ConfigError, match="weights.pt': not a checkpoint of this project"):
         train(compose_config("train", tmp_path, [f"pretrained={weights}", "debug=fdr"]))
+
+
+def test_a_net_without_a_backbone_is_named_before_fine_tuning(trained_run: tuple, tmp_path: Path) -> None:
+    from {{ cookiecutter.package_name }}.utils.runs import ConfigError
+
+    overrides = ["experiment=finetune", f"pretrained={best_checkpoint(trained_run[0])}", "debug=fdr"]
+    with pytest.raises(ConfigError, match="Flat has no `backbone` for fine-tuning to freeze"):  # at start-up
+        train(compose_config("train", tmp_path, [*overrides, "model.net._target_=test_finetune.Flat"]))

@@ -35,6 +35,8 @@ def train(cfg: DictConfig, overrides: list[str] | None = None) -> dict[str, floa
         datamodule.setup("fit")  # and split here: what it cannot use is named before training starts
         shape = {"input_shape": list(datamodule.input_shape), "num_classes": len(datamodule.class_names)}
         model = hydra.utils.instantiate(cfg.model, **shape, class_names=datamodule.class_names)
+        if OmegaConf.select(cfg, "callbacks.backbone_finetuning") and not hasattr(model.net, "backbone"):
+            raise ValueError(f"{type(model.net).__name__} has no `backbone` for fine-tuning to freeze.")
     checkpoint = runs.checkpoint_to_continue(run, cfg.get("ckpt_path"), datamodule, model)  # no logger yet
     began = runs.read_checkpoint(checkpoint)["epoch"] + 1 if cfg.train and checkpoint else 0  # to train on
     if began > (n := cfg.trainer.max_epochs):  # a run can add epochs, not take back those it has begun
