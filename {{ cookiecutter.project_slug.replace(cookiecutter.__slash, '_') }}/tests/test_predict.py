@@ -2,13 +2,14 @@
 
 import csv
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
 from conftest import as_command, best_checkpoint, compose_config, run_dirs, run_script{{ ", write_image_folder" if cookiecutter.example == "digits" }}
 
 from {{ cookiecutter.package_name }}.eval import model_and_data
-from {{ cookiecutter.package_name }}.predict import predict
+from {{ cookiecutter.package_name }}.predict import predict, read_inputs
 from {{ cookiecutter.package_name }}.utils.runs import ConfigError
 
 
@@ -74,6 +75,13 @@ def test_inputs_the_model_cannot_take_are_refused(checkpoint: Path, tmp_path: Pa
     ):
         with pytest.raises(ConfigError, match=message):
             run_predict(checkpoint, source, tmp_path / "run")
+
+
+def test_inputs_of_a_shape_no_reader_makes_ask_for_one(tmp_path: Path) -> None:
+    (table := tmp_path / "table.csv").write_text("a,b,label\n1,2,x\n")
+    shape = SimpleNamespace(input_shape=(2, 32))  # a DataModule of a user's: neither images nor table rows
+    with pytest.raises(ValueError, match="this model takes; add a reader of its inputs to predict.py.$"):
+        read_inputs(table, shape)  # was: "it accepts a .csv file"
 
 
 def test_a_limit_on_predict_batches_predicts_the_first_inputs(trained_run: tuple, tmp_path: Path) -> None:

@@ -27,8 +27,9 @@ def read_inputs(path: Path, datamodule: Any) -> dict[str, Any]:
     folder = path if path.is_dir() else path.parent
     images = sorted(p for p in path.rglob("*") if p.suffix.lower() in IMAGES) if path.is_dir() else [path]
     if len(datamodule.input_shape) != 3 or not all(p.suffix.lower() in IMAGES for p in images):
-        takes = "an image or a folder of images" if len(datamodule.input_shape) == 3 else "a .csv file"
-        raise ValueError(f"input={str(path)!r} holds nothing this model takes; it accepts {takes}.")
+        takes = {3: "an image or a folder of images", 1: "a .csv file"}.get(len(datamodule.input_shape))
+        accepts = f"it accepts {takes}" if takes else "add a reader of its inputs to predict.py"
+        raise ValueError(f"input={str(path)!r} holds nothing this model takes; {accepts}.")
     return {str(file.relative_to(folder)): datamodule.transform(Image.open(file)) for file in images}
 
 
