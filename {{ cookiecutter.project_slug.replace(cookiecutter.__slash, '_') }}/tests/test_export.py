@@ -1,6 +1,7 @@
 """export.py: an ONNX model that computes what the checkpoint computes, runnable without this project."""
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -45,7 +46,9 @@ def test_onnx_model_runs_without_project_code(exported: dict, tmp_path: Path) ->
         "print(json.dumps({'shape': list(logits.shape), 'classes': meta['class_names']}))\n"
     )
     env = {"PATH": "/usr/bin:/bin"}  # no PYTHONPATH: the project's package is not importable
-    command = [sys.executable, "-I", "-c", script, str(exported["path"])]
+    assert {p.name for p in exported["path"].parent.glob("model*")} == {"model.onnx", "model.json"}
+    shutil.copy(exported["path"], tmp_path)  # the one file: weights inside, no model.onnx.data beside
+    command = [sys.executable, "-I", "-c", script, str(tmp_path / "model.onnx")]
     result = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     classes = exported["model"].class_names

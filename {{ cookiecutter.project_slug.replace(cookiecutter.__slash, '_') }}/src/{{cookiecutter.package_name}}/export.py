@@ -32,7 +32,7 @@ def export(cfg: DictConfig) -> Path:
         "data": checkpoint.get("resumable", {}).get("data"),  # how the inputs were made
     }
     path = Path(cfg.paths.output_dir) / "model.onnx"
-    names = {"input_names": ["inputs"], "output_names": ["logits"]}
+    names = {"input_names": ["inputs"], "output_names": ["logits"], "external_data": False}  # one file
     model.to_onnx(path, example, dynamo=True, dynamic_shapes=({0: torch.export.Dim("batch")},), **names)
     exported = onnx.load(path)
     onnx.helper.set_model_props(exported, {"metadata": json.dumps(metadata)})
