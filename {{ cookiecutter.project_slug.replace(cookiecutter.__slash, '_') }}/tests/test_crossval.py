@@ -24,3 +24,21 @@ def test_cross_validation_multirun_writes_a_summary(tmp_path: Path) -> None:
     assert summary["metrics"]["test/acc"]["std"] == pytest.approx(
         torch.tensor(accuracies).std().item(), abs=1e-6
     )
+
+
+@pytest.mark.slow
+def test_a_multirun_run_again_in_its_directory_continues_it_and_refuses_other_values(tmp_path: Path) -> None:
+    # Run again with other values, a job took them: a finished job's overrides.yaml named them beside
+    # the old metrics, and a stopped job trained on from its checkpoint with them.
+    sweep = ("debug=limit", "logger=csv", f"hydra.sweep.dir={tmp_path / 'sweep'}")
+    first = run_script("train.py", "-m", "model.optimizer.lr=0.001,0.002", *sweep, cwd=tmp_path)
+    assert first.returncode == 0, first.stderr[-3000:]
+    (tmp_path / "sweep" / "1" / "metrics.json").unlink()  # job 1 stopped after its last checkpoint
+    again = run_script("train.py", "-m", "model.optimizer.lr=0.001,0.002", *sweep, cwd=tmp_path)
+    assert again.returncode == 0 and "is finished (it has metrics.json)" in again.stderr, again.stderr[-3000:]
+    assert "Restoring states from the checkpoint" in again.stdout + again.stderr
+    assert (tmp_path / "sweep" / "1" / "metrics.json").exists()
+    other = run_script("train.py", "-m", "model.optimizer.lr=0.05", *sweep, cwd=tmp_path)
+    assert other.returncode == 1 and "these would change it: model.optimizer.lr=0.05" in other.stderr
+    assert "model.optimizer.lr=0.001" in (tmp_path / "sweep" / "0" / ".hydra" / "overrides.yaml").read_text()
+
