@@ -128,6 +128,15 @@ def test_stopped_search_is_continued_by_the_same_command(tmp_path: Path) -> None
     assert states.count("FAIL") == len(failed) and states.count("COMPLETE") == 3, states
 
 
+def test_a_search_of_ddp_trials_is_one_search(tmp_path: Path) -> None:
+    # Lightning starts a trial's second rank as `python train.py <its overrides>`, hparams_search=optuna
+    # among them: that rank ran a search of its own, and was left running when the command ended.
+    result = run_script("train.py", *search("ddp", 1, "trainer.devices=2", "strategy=ddp"), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert (result.stdout + result.stderr).count("Study ddp in") == 1
+    assert [trial.state.name for trial in load(tmp_path, "ddp").trials] == ["COMPLETE"]
+
+
 def test_a_trial_ended_by_another_worker_between_read_and_write_is_left_as_it_ended(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
