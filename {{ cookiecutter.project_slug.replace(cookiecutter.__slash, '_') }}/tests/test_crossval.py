@@ -42,3 +42,11 @@ def test_a_multirun_run_again_in_its_directory_continues_it_and_refuses_other_va
     assert other.returncode == 1 and "these would change it: model.optimizer.lr=0.05" in other.stderr
     assert "model.optimizer.lr=0.001" in (tmp_path / "sweep" / "0" / ".hydra" / "overrides.yaml").read_text()
 
+
+@pytest.mark.slow
+def test_a_multirun_of_named_job_directories_writes_its_summary(tmp_path: Path) -> None:
+    named = ("hydra.sweep.subdir=fold_${data.fold}", f"hydra.sweep.dir={tmp_path / 'cv'}")  # was int(name)
+    result = run_script("train.py", "-m", "data.fold=0,1", "debug=limit", "logger=csv", *named, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    summary = json.loads((tmp_path / "cv" / "summary.json").read_text())
+    assert [job["dir"] for job in summary["jobs"]] == ["fold_0", "fold_1"]

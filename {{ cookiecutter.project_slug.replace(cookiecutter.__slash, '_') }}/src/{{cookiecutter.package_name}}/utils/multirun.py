@@ -46,7 +46,7 @@ class MultirunSummary(Callback):
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         sweep, jobs, spread = Path(config.hydra.sweep.dir), [], {}
-        for f in sorted(sweep.glob("*/metrics.json"), key=lambda path: int(path.parent.name)):
+        for f in sorted(sweep.glob("*/metrics.json"), key=lambda p: (len(p.parent.name), p.parent.name)):
             overrides = yaml.safe_load((f.parent / ".hydra" / "overrides.yaml").read_text())
             jobs.append({"dir": f.parent.name, "overrides": overrides, "metrics": json.loads(f.read_text())})
         for key in sorted({key for job in jobs for key in job["metrics"]}):
