@@ -69,8 +69,17 @@ class OptunaSweeper(Sweeper):
             direction=self.direction,
             load_if_exists=True,
         )
+        metric = OmegaConf.select(self.config, "optimized_metric", default=None)
         if study.get_trials(deepcopy=False):
             sampler.reseed_rng()  # seeded, it would draw the study's first points again
+            was = (study.user_attrs.get("metric", metric), study.direction.name.lower())
+            if was != (metric, self.direction):  # Optuna keeps the study's direction, silently
+                raise ConfigError(
+                    f"Study {study.study_name} in {url} is to {was[1]} {was[0]}, not to {self.direction} "
+                    f"{metric}: continue it with optimized_metric={was[0]} hydra.sweeper.direction={was[1]}, "
+                    "or start another (hydra.sweeper.study_name=<new name>)."
+                )
+        study.set_user_attr("metric", metric)
         # Storages keep no pruner: the trials' callbacks take the sweeper's from here.
         spec = OmegaConf.to_container(self.pruner) if OmegaConf.is_config(self.pruner) else self.pruner
         study.set_user_attr("pruner", spec)
