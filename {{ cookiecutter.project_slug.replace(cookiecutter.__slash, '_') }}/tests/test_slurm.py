@@ -323,3 +323,27 @@ def test_stopped_ddp_job_requeues_and_ends_like_an_uninterrupted_run(
 ) -> None:
     run = preempt_and_finish(cluster, tmp_path, "warning_to_batch_shell", "strategy=ddp", tasks=2)
     assert_same_run(run, two_processes)
+
+{%- if cookiecutter.__optuna == 'True' %}
+
+
+@pytest.mark.slow
+@pytest.mark.slurm
+def test_an_array_of_optuna_workers_shares_one_study(cluster: Cluster, tmp_path: Path) -> None:
+    """The README's `sbatch --array=0-7 scripts/slurm/train.sbatch -m hparams_search=optuna`, two workers:
+    the script's own overrides came before Hydra's -m, and argparse refused the command."""
+    import optuna
+
+    from {{ cookiecutter.package_name }}.utils.optuna_settings import open_storage
+
+    options = ["--array=0-1", "--cpus-per-task=1", "--mem=1G", f"--output={tmp_path}/slurm-%A_%a.out"]
+    search = ["-m", "hparams_search=optuna", "hydra.sweeper.study_name=array", "hydra.sweeper.n_trials=2"]
+    search += [*TINY, "model/net=mlp", "test=false"]
+    env = job_env(cluster, tmp_path)
+    array = cluster.command("sbatch", "--parsable", *options, str(SBATCH), *search, cwd=ROOT, env=env).stdout
+    for task in (f"{array.strip().split(';')[0]}_{n}" for n in (0, 1)):
+        assert ended(cluster.wait(task)) == ("COMPLETED", "0:0", "0"), job_output(tmp_path, task)[-3000:]
+    journal = tmp_path / "logs" / "train" / "multiruns" / "array" / "optuna.journal"
+    study = optuna.load_study(study_name="array", storage=open_storage(str(journal)))
+    assert [trial.state.name for trial in study.trials] == ["COMPLETE", "COMPLETE"]
+{%- endif %}
