@@ -36,6 +36,13 @@ QUICK = (
 )
 
 
+def stop_at(hook: str, **options: object) -> list[str]:
+    """Overrides that signal a run (SIGTERM, or `signal=`) once, when Lightning calls `hook`, at training
+    step `step=` and on rank `rank=` if given: tests/signal_helpers.py's SendSignal, as from outside."""
+    settings = {"_target_": "signal_helpers.SendSignal", "dirpath": "${paths.output_dir}", "hook": hook}
+    return [f"+callbacks.signal.{key}={value}" for key, value in {**settings, **options}.items()]
+
+
 def pytest_configure(config: pytest.Config) -> None:
     """Under pytest-xdist (make test) the workers share the cores: one torch thread pool each."""
     if workers := int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0")):

@@ -86,15 +86,10 @@ def test_every_logger_at_once_logs_the_metrics_json_names(
 def test_without_credentials_wandb_logs_offline_and_a_resumed_run_continues_its_wandb_run(
     tmp_path: Path,
 ) -> None:
-    from conftest import QUICK, run_script
+    from conftest import QUICK, run_script, stop_at
 
     no_account = {"WANDB_MODE": "", "WANDB_API_KEY": "", "HOME": str(tmp_path)}  # no ~/.netrc either
-    stop = [
-        "+callbacks.signal._target_=signal_helpers.SendSignal",
-        "+callbacks.signal.dirpath=${paths.output_dir}",
-        "+callbacks.signal.hook=on_train_batch_end",
-        "+callbacks.signal.step=2",
-    ]
+    stop = stop_at("on_train_batch_end", step=2)
     result = run_script(
         "train.py", *QUICK, "logger=wandb", *stop, cwd=tmp_path, RUN_NAME="no-account", **no_account
     )

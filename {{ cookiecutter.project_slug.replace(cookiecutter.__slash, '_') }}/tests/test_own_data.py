@@ -6,7 +6,16 @@ import shlex
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, best_checkpoint, metrics, run_dirs, run_script, write_image_folder, write_table
+from conftest import (
+    ROOT,
+    best_checkpoint,
+    metrics,
+    run_dirs,
+    run_script,
+    stop_at,
+    write_image_folder,
+    write_table,
+)
 
 from {{ cookiecutter.package_name }}.utils.runs import EXIT_CODE
 
@@ -123,12 +132,7 @@ def test_a_datamodule_of_your_own_that_knows_its_data_only_after_setup(tmp_path:
     for debug in sorted(p.stem for p in (CONFIGS / "debug").glob("*.yaml") if p.stem != "default"):
         result = run_script("train.py", *ours, f"debug={debug}", cwd=tmp_path)
         assert result.returncode == 0, f"debug={debug}: {result.stderr[-3000:]}"  # was: no data.num_workers
-    stop = [
-        "+callbacks.signal._target_=signal_helpers.SendSignal",
-        "+callbacks.signal.dirpath=${paths.output_dir}",
-        "+callbacks.signal.hook=on_train_batch_start",
-        "+callbacks.signal.step=20",  # in the second epoch
-    ]
+    stop = stop_at("on_train_batch_start", step=20)  # in the second epoch
     stopped = run_script("train.py", *ours, *EPOCHS, *stop, cwd=tmp_path)
     assert stopped.returncode == EXIT_CODE, stopped.stderr[-3000:]
     (run,) = run_dirs(tmp_path / "logs" / "train")

@@ -10,26 +10,22 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import NOISE, QUICK, ROOT, assert_same_run, metrics, run_dirs, run_script
+from conftest import NOISE, QUICK, ROOT, assert_same_run, metrics, run_dirs, run_script, stop_at
 
 from {{ cookiecutter.package_name }}.utils.runs import EXIT_CODE
 
-SIGNAL = "+callbacks.signal._target_=signal_helpers.SendSignal +callbacks.signal.dirpath=${paths.output_dir}"
 # Where a signal arrives, as the Lightning hook that sends it (one: Hydra's start of the job),
 # and the exit status it must give: 75 and resumable, or 0 where all the work was already done.
 PHASES = {
     "start-up": (["+hydra.callbacks.signal._target_=signal_helpers.SignalOnJobStart"], EXIT_CODE),
-    "setup": ([*SIGNAL.split(), "+callbacks.signal.hook=setup"], EXIT_CODE),
-    "sanity check": ([*SIGNAL.split(), "+callbacks.signal.hook=on_sanity_check_start"], EXIT_CODE),
-    "training": (
-        [*SIGNAL.split(), "+callbacks.signal.hook=on_train_batch_end", "+callbacks.signal.step=6"],
-        EXIT_CODE,
-    ),
-    "validation": ([*SIGNAL.split(), "+callbacks.signal.hook=on_validation_batch_end"], EXIT_CODE),
-    "checkpoint write": ([*SIGNAL.split(), "+callbacks.signal.hook=on_save_checkpoint"], EXIT_CODE),
-    "between fit and test": ([*SIGNAL.split(), "+callbacks.signal.hook=on_fit_end"], EXIT_CODE),
-    "test": ([*SIGNAL.split(), "+callbacks.signal.hook=on_test_batch_end"], EXIT_CODE),
-    "teardown": ([*SIGNAL.split(), "+callbacks.signal.hook=on_test_end"], 0),
+    "setup": (stop_at("setup"), EXIT_CODE),
+    "sanity check": (stop_at("on_sanity_check_start"), EXIT_CODE),
+    "training": (stop_at("on_train_batch_end", step=6), EXIT_CODE),
+    "validation": (stop_at("on_validation_batch_end"), EXIT_CODE),
+    "checkpoint write": (stop_at("on_save_checkpoint"), EXIT_CODE),
+    "between fit and test": (stop_at("on_fit_end"), EXIT_CODE),
+    "test": (stop_at("on_test_batch_end"), EXIT_CODE),
+    "teardown": (stop_at("on_test_end"), 0),
 }
 
 
@@ -76,7 +72,7 @@ def test_a_run_stopped_mid_epoch_resumes_to_the_same_end_with_each_loop_option(
 ) -> None:
     reference = run_script("train.py", *QUICK, LOOPS[loop], cwd=tmp_path / "a")
     assert reference.returncode == 0, reference.stderr[-3000:]
-    stop = [*SIGNAL.split(), "+callbacks.signal.hook=on_train_batch_start", "+callbacks.signal.step=2"]
+    stop = stop_at("on_train_batch_start", step=2)
     stopped = run_script("train.py", *QUICK, LOOPS[loop], *stop, cwd=tmp_path / "b")
     assert stopped.returncode == EXIT_CODE, stopped.stderr[-3000:]
     (run,) = run_dirs(tmp_path / "b" / "logs")
@@ -91,7 +87,7 @@ def test_a_run_started_from_a_checkpoint_resumes_from_its_own(uninterrupted: Pat
     longer = (f"ckpt_path={uninterrupted / 'checkpoints' / 'last.ckpt'}", *QUICK, "trainer.max_epochs=4")
     reference = run_script("train.py", *longer, cwd=tmp_path / "a")
     assert reference.returncode == 0, reference.stderr[-3000:]
-    stop = [*SIGNAL.split(), "+callbacks.signal.hook=on_train_batch_end", "+callbacks.signal.step=10"]
+    stop = stop_at("on_train_batch_end", step=10)
     stopped = run_script("train.py", *longer, *stop, cwd=tmp_path / "b")
     assert stopped.returncode == EXIT_CODE, stopped.stderr[-3000:]
     (run,) = run_dirs(tmp_path / "b" / "logs")
@@ -107,12 +103,7 @@ def test_ddp_run_with_one_rank_signalled_stops_every_rank_and_resumes_to_the_sam
     reference = run_script("train.py", *ddp, cwd=tmp_path / "a", timeout=600)
     assert reference.returncode == 0, reference.stderr[-3000:]
     # Rank 1 alone, in the middle of the second epoch: alone it would wait for rank 0 forever.
-    only_rank_1 = [
-        *SIGNAL.split(),
-        "+callbacks.signal.hook=on_train_batch_end",
-        "+callbacks.signal.step=6",
-        "+callbacks.signal.rank=1",
-    ]
+    only_rank_1 = stop_at("on_train_batch_end", step=6, rank=1)
     stopped = run_script("train.py", *ddp, *only_rank_1, cwd=tmp_path / "b", timeout=600)
     assert stopped.returncode == EXIT_CODE, stopped.stderr[-3000:]
     (run,) = run_dirs(tmp_path / "b" / "logs")

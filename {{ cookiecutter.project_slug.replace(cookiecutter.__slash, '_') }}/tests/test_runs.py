@@ -14,16 +14,11 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import QUICK, ROOT, as_command, compose_config, metrics, run_dirs, run_script
+from conftest import QUICK, ROOT, as_command, compose_config, metrics, run_dirs, run_script, stop_at
 
 from {{ cookiecutter.package_name }}.utils.runs import EXIT_CODE, ConfigError, resume_overrides
 
-STOP_AT_STEP_2 = [
-    "+callbacks.signal._target_=signal_helpers.SendSignal",
-    "+callbacks.signal.dirpath=${paths.output_dir}",
-    "+callbacks.signal.hook=on_train_batch_end",
-    "+callbacks.signal.step=2",
-]
+STOP_AT_STEP_2 = stop_at("on_train_batch_end", step=2)
 
 
 def snapshot(run: Path) -> dict[str, tuple[int, int]]:
@@ -102,7 +97,7 @@ def test_a_reduce_on_plateau_schedule_steps_on_the_validation_loss(tmp_path: Pat
 def test_a_run_stopped_after_its_last_epoch_resumes_longer_on_the_new_schedule(tmp_path: Path) -> None:
     # Stopped in its test: its cosine has ended at learning rate 0. Resumed with more epochs, the rate
     # is the new length's cosine at the epoch reached (0.003 at epoch 0: half at 2 of 4), and it trains.
-    stop = [*STOP_AT_STEP_2[:2], "+callbacks.signal.hook=on_test_batch_end"]
+    stop = stop_at("on_test_batch_end")
     assert run_script("train.py", *QUICK, *stop, cwd=tmp_path).returncode == EXIT_CODE
     (run,) = run_dirs(tmp_path / "logs")
     ended = torch.load(run / "checkpoints" / "last.ckpt", weights_only=True)["state_dict"]
@@ -119,7 +114,7 @@ def test_a_run_stopped_after_its_last_epoch_resumes_longer_on_the_new_schedule(t
 
 @pytest.mark.slow
 def test_a_resume_with_fewer_epochs_than_done_is_refused_and_any_schedule_resumes(tmp_path: Path) -> None:
-    stop = [*STOP_AT_STEP_2[:3], "+callbacks.signal.step=9"]  # in its third epoch
+    stop = stop_at("on_train_batch_end", step=9)  # in its third epoch
     steps = ["model.scheduler._target_=torch.optim.lr_scheduler.MultiStepLR", "~model.scheduler.T_max"]
     steps += ["+model.scheduler.milestones=[2,3]", "+model.scheduler.gamma=0.1"]  # saved as a Counter
     started = run_script("train.py", *QUICK, "trainer.max_epochs=4", *steps, *stop, cwd=tmp_path)
