@@ -19,7 +19,8 @@ import lightning as L
 
 class EpochTimer(L.Callback):
     """Writes to `path` the wall and CPU seconds of each training epoch (its steps, and the
-    validation, checkpoints and logging at its end) and its training samples.
+    validation, checkpoints and logging at its end), the wall seconds of its steps alone (up to
+    the end of its last step), and its training samples.
 
     With `turns` (a folder two processes share, and `turn` 0 or 1), they train in turn, one step
     (or an epoch's last step and all that follows it) at a time, each timing its own turns: both
@@ -28,6 +29,7 @@ class EpochTimer(L.Callback):
 
     def __init__(self, path: str, turns: str | None = None, turn: int = 0) -> None:
         self.path, self.seconds, self.cpu_seconds, self.since = Path(path), [], [], None
+        self.step_seconds: list[float] = []
         self.turns, self.turn = Path(turns) if turns else None, turn
 
     def count(self) -> int:
@@ -56,10 +58,16 @@ class EpochTimer(L.Callback):
             time.sleep(0.001)
         self.since = time.perf_counter(), time.process_time(), len(self.seconds) - 1
 
+    def on_train_batch_end(self, trainer: L.Trainer, *args: Any) -> None:
+        if args[-1] == trainer.num_training_batches - 1:  # batch_idx: the epoch's last step
+            wall, _, epoch = self.since
+            self.step_seconds.append(self.seconds[epoch] + time.perf_counter() - wall)
+
     def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         self.end_turn(done=True)
         samples = len(trainer.train_dataloader.dataset)
         times = {"seconds": self.seconds, "cpu_seconds": self.cpu_seconds, "samples": samples}
+        times["step_seconds"] = self.step_seconds
         self.path.write_text(json.dumps(times))
 
 

@@ -123,6 +123,8 @@ def measure(
         pair = {name: json.loads((turns / f"{name}.json").read_text()) for name in commands}
         for name, times in pair.items():
             add_speeds(name, times["seconds"], times["cpu_seconds"], times["samples"])
+            ends = zip(times["seconds"][1:], times["step_seconds"][1:], strict=True)  # after the last step
+            add(f"{name} epoch end ms", 1000 * statistics.median(epoch - steps for epoch, steps in ends))
         for key, figure in (("seconds", "parity"), ("cpu_seconds", "cpu parity")):
             epoch_pairs = zip(pair["bare"][key][1:], pair["template"][key][1:], strict=True)
             add(figure, statistics.median(bare / template for bare, template in epoch_pairs))
@@ -179,6 +181,8 @@ def main() -> None:
         ("samples/s: plain loop (for scale)", "plain samples/s", ".0f", "", None),
         ("parity: train.py / bare Lightning samples/s", "parity", ".3f", ">= 0.97", lambda v: v >= 0.97),
         ("the same by CPU time: samples per CPU s", "cpu parity", ".3f", "", None),
+        ("an epoch's end (after its last step), ms: train.py", "template epoch end ms", ".1f", "", None),
+        ("an epoch's end, ms: bare Lightning Trainer", "bare epoch end ms", ".1f", "", None),
         ("test accuracy: train.py", "template test acc", ".3f", "", None),
         ("test accuracy: plain_train.py", "plain test acc", ".3f", "", None),
     ]

@@ -37,6 +37,8 @@ def test_quick_benchmark_prints_every_figure_and_verdict(tmp_path: Path) -> None
         "samples/s: plain loop (for scale)",
         "parity: train.py / bare Lightning samples/s",
         "the same by CPU time: samples per CPU s",
+        "an epoch's end (after its last step), ms: train.py",
+        "an epoch's end, ms: bare Lightning Trainer",
         "test accuracy: train.py",
         "test accuracy: plain_train.py",
     ], result.stdout
@@ -55,17 +57,19 @@ def test_timed_processes_train_in_turn_a_step_each(tmp_path: Path) -> None:
     from bare_lightning import EpochTimer
 
     steps: list[tuple[int, str]] = []
-    trainer = SimpleNamespace(train_dataloader=SimpleNamespace(dataset=range(7)))
+    trainer = SimpleNamespace(train_dataloader=SimpleNamespace(dataset=range(7)), num_training_batches=3)
 
     def train(turn: int) -> None:
         timer = EpochTimer(str(tmp_path / f"{turn}.json"), str(tmp_path), turn)
         for _ in range(2):
             timer.on_train_epoch_start(trainer, None)
-            for _ in range(3):
-                timer.on_train_batch_start(trainer, None, 0)
+            for batch in range(3):
+                timer.on_train_batch_start(trainer, None, batch)
                 steps.append((turn, "start"))
                 time.sleep(0.01)  # a step: the other one waits
                 steps.append((turn, "end"))
+                timer.on_train_batch_end(trainer, None, None, None, batch)
+            time.sleep(0.02)  # the epoch's end: in its seconds, not in its steps'
         timer.on_train_end(trainer, None)
 
     both = [threading.Thread(target=train, args=(turn,), daemon=True) for turn in (1, 0)]
@@ -77,7 +81,9 @@ def test_timed_processes_train_in_turn_a_step_each(tmp_path: Path) -> None:
     for turn in (0, 1):
         times = json.loads((tmp_path / f"{turn}.json").read_text())
         assert times["samples"] == 7 and len(times["seconds"]) == len(times["cpu_seconds"]) == 2
-        assert all(seconds >= 0.03 for seconds in times["seconds"])  # its 3 steps of 10 ms
+        assert all(seconds >= 0.03 for seconds in times["step_seconds"])  # its 3 steps of 10 ms
+        steps_and_end = zip(times["step_seconds"], times["seconds"], strict=True)
+        assert all(seconds >= steps + 0.02 for steps, seconds in steps_and_end)  # and the end's 20 ms
 
 
 def test_plain_script_trains_with_torch_alone(tmp_path: Path) -> None:
