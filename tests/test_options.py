@@ -19,21 +19,21 @@ train.py {pkg}/__init__.py {pkg}/train.py {pkg}/eval.py {pkg}/predict.py {pkg}/e
 {pkg}/callbacks/reports.py {pkg}/callbacks/resumable.py {pkg}/data/labelled.py {pkg}/data/csv_table.py
 {pkg}/data/image_folder.py {pkg}/models/classifier.py {pkg}/models/nets/mlp.py {pkg}/utils/config.py
 {pkg}/utils/multirun.py {pkg}/utils/runs.py {cfg}/__init__.py {cfg}/train.yaml {cfg}/eval.yaml
-{cfg}/predict.yaml {cfg}/export.yaml {cfg}/callbacks/default.yaml {cfg}/callbacks/last_checkpoint.yaml
-{cfg}/callbacks/learning_rate_monitor.yaml {cfg}/callbacks/model_checkpoint.yaml {cfg}/callbacks/none.yaml
-{cfg}/callbacks/progress_bar.yaml {cfg}/callbacks/reports.yaml {cfg}/callbacks/resumable.yaml
-{cfg}/data/_common.yaml {cfg}/data/csv.yaml {cfg}/data/image_folder.yaml {cfg}/debug/default.yaml
-{cfg}/debug/fdr.yaml {cfg}/debug/limit.yaml {cfg}/debug/overfit.yaml {cfg}/debug/profiler.yaml
-{cfg}/experiment/example.yaml {cfg}/experiment/finetune.yaml {cfg}/extras/default.yaml
-{cfg}/hydra/default.yaml {cfg}/logger/csv.yaml {cfg}/model/classifier.yaml {cfg}/model/net/mlp.yaml
-{cfg}/paths/default.yaml {cfg}/strategy/auto.yaml {cfg}/strategy/ddp.yaml
-{cfg}/strategy/ddp_find_unused_parameters.yaml {cfg}/strategy/ddp_spawn.yaml {cfg}/strategy/deepspeed.yaml
-{cfg}/strategy/fsdp.yaml {cfg}/strategy/single_device.yaml {cfg}/trainer/cpu.yaml {cfg}/trainer/default.yaml
-{cfg}/trainer/gpu.yaml {cfg}/trainer/mps.yaml tests/conftest.py tests/signal_helpers.py tests/test_configs.py
-tests/test_crossval.py tests/test_data.py tests/test_errors.py tests/test_eval.py tests/test_export.py
-tests/test_finetune.py tests/test_loggers.py tests/test_models.py tests/own_datamodule.py
-tests/test_own_data.py tests/test_predict.py tests/test_resume.py tests/test_runs.py tests/test_scaling.py
-tests/test_train.py
+{cfg}/predict.yaml {cfg}/export.yaml {cfg}/callbacks/default.yaml {cfg}/callbacks/early_stopping.yaml
+{cfg}/callbacks/last_checkpoint.yaml {cfg}/callbacks/learning_rate_monitor.yaml
+{cfg}/callbacks/model_checkpoint.yaml {cfg}/callbacks/none.yaml {cfg}/callbacks/progress_bar.yaml
+{cfg}/callbacks/reports.yaml {cfg}/callbacks/resumable.yaml {cfg}/data/_common.yaml {cfg}/data/csv.yaml
+{cfg}/data/image_folder.yaml {cfg}/debug/default.yaml {cfg}/debug/fdr.yaml {cfg}/debug/limit.yaml
+{cfg}/debug/overfit.yaml {cfg}/debug/profiler.yaml {cfg}/experiment/example.yaml
+{cfg}/experiment/finetune.yaml {cfg}/extras/default.yaml {cfg}/hydra/default.yaml {cfg}/logger/csv.yaml
+{cfg}/model/classifier.yaml {cfg}/model/net/mlp.yaml {cfg}/paths/default.yaml {cfg}/strategy/auto.yaml
+{cfg}/strategy/ddp.yaml {cfg}/strategy/ddp_find_unused_parameters.yaml {cfg}/strategy/ddp_spawn.yaml
+{cfg}/strategy/deepspeed.yaml {cfg}/strategy/fsdp.yaml {cfg}/strategy/single_device.yaml
+{cfg}/trainer/cpu.yaml {cfg}/trainer/default.yaml {cfg}/trainer/gpu.yaml {cfg}/trainer/mps.yaml
+tests/conftest.py tests/signal_helpers.py tests/test_configs.py tests/test_crossval.py tests/test_data.py
+tests/test_errors.py tests/test_eval.py tests/test_export.py tests/test_finetune.py tests/test_loggers.py
+tests/test_models.py tests/own_datamodule.py tests/test_own_data.py tests/test_predict.py
+tests/test_resume.py tests/test_runs.py tests/test_scaling.py tests/test_train.py
 """
 
 

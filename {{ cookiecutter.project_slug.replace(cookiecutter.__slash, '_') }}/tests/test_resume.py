@@ -81,6 +81,35 @@ def test_a_run_stopped_mid_epoch_resumes_to_the_same_end_with_each_loop_option(
 
 
 @pytest.mark.slow
+def test_a_run_stopped_early_resumes_to_the_same_end(tmp_path: Path) -> None:
+    # Early stopping that never sees val/loss improve by 100: the third epoch of six is the last. A stop
+    # before it keeps the patience counted; one after it (before the test) must not train a fourth epoch.
+    never_better = ("monitor=val/loss", "mode=min", "min_delta=100", "patience=2")
+    early = [*QUICK, "trainer.max_epochs=6", "callbacks=[default,early_stopping]"]
+    early += [f"callbacks.early_stopping.{setting}" for setting in never_better]
+    reference = run_script("train.py", *early, cwd=tmp_path / "a")
+    assert reference.returncode == 0, reference.stderr[-3000:]
+    (expected,) = run_dirs(tmp_path / "a" / "logs")
+    assert torch.load(expected / "checkpoints" / "last.ckpt", weights_only=True)["epoch"] == 2
+    for where, stop in {
+        "third epoch": stop_at("on_train_epoch_start", step=8),
+        "fit end": stop_at("on_fit_end"),
+    }.items():
+        stopped = run_script("train.py", *early, *stop, cwd=tmp_path / where)
+        assert stopped.returncode == EXIT_CODE, stopped.stderr[-3000:]
+        (run,) = run_dirs(tmp_path / where / "logs")
+        resumed = run_script("train.py", f"resume={run}", cwd=tmp_path / where)
+        assert resumed.returncode == 0, resumed.stderr[-3000:]
+        assert_same_run(run, expected)
+    # A new run from its checkpoint (ckpt_path=) trains on: one epoch, then early stopping ends it again.
+    last = expected / "checkpoints" / "last.ckpt"
+    longer = run_script("train.py", *early, f"ckpt_path={last}", cwd=tmp_path / "b")
+    assert longer.returncode == 0, longer.stderr[-3000:]
+    (run,) = run_dirs(tmp_path / "b" / "logs")
+    assert torch.load(run / "checkpoints" / "last.ckpt", weights_only=True)["epoch"] == 3
+
+
+@pytest.mark.slow
 def test_a_run_started_from_a_checkpoint_resumes_from_its_own(uninterrupted: Path, tmp_path: Path) -> None:
     # Trained longer from a finished run's last checkpoint, and stopped in its third epoch: a resume (or
     # a requeue) continues from the new run's interrupted.ckpt, not again from the one it started from.

@@ -22,7 +22,7 @@ from {{ cookiecutter.package_name }}.utils.runs import Stopped, TrainingError, c
 class Resumable(Checkpoint):
     """Stops all ranks together at the next safe point after a signal (noted by utils/runs.py) or a non-finite
     loss; adds to checkpoints what an exact resume needs beyond Lightning's: random generators, each rank's
-    metric sums, the metrics so far, the data config (eval.py). A Checkpoint: runs after ModelCheckpoint."""
+    metric sums, the metrics so far, an early stop, the data config (eval.py). Runs after ModelCheckpoint."""
 
     def __init__(self, dirpath: str, data: Any = None) -> None:
         self.path = Path(dirpath) / "interrupted.ckpt"
@@ -87,6 +87,7 @@ class Resumable(Checkpoint):
         if torch.cuda.is_available() and torch.cuda.is_initialized():
             rng["cuda"] = torch.cuda.get_rng_state_all()
         checkpoint["resumable"] = dict(random=rng, sums=by_rank, metrics=self.metrics, data=self.data)
+        checkpoint["resumable"]["stop"] = trainer.should_stop  # ended early: its resume (not ckpt_path=) too
 
     def on_load_checkpoint(self, trainer: L.Trainer, pl_module: L.LightningModule, checkpoint: dict) -> None:
         if checkpoint["hyper_parameters"].get("scheduler") != pl_module.hparams.get("scheduler"):
@@ -95,14 +96,14 @@ class Resumable(Checkpoint):
             checkpoint["lr_schedulers"] = [{"last_epoch": state["last_epoch"]} for state in states]
         if not (saved := checkpoint.get("resumable")):
             return
-        version, state, gauss = saved["random"]["python"]
-        random.setstate((version, tuple(state), gauss))
+        random.setstate(saved["random"]["python"])
         kind, keys, *rest = saved["random"]["numpy"]
         np.random.set_state((kind, np.array(keys, dtype=np.uint32), *rest))
         torch.set_rng_state(saved["random"]["torch"])
         if "cuda" in saved["random"] and torch.cuda.is_available():
             torch.cuda.set_rng_state_all(saved["random"]["cuda"])
         self.metrics = saved["metrics"]
+        trainer.should_stop = saved.get("stop", False) and Path(trainer.ckpt_path).parent == self.path.parent
         if len(sums := saved["sums"]) == trainer.world_size:  # each rank its own sums
             for name, states in sums[trainer.global_rank].items():
                 for state, value in states.items():

@@ -57,8 +57,7 @@ def quiet_console(cfg: DictConfig) -> None:
     rank_zero.addFilter(lambda record: "💡 Tip" not in record.getMessage())  # adverts: litlogger, litmodels
     # torch 2.13 deprecates what Lightning 2.6 and torchdata 0.11 still call.
     warnings.filterwarnings("ignore", message=r"`isinstance\(treespec, LeafSpec\)`|'set_vital' is deprecated")
-    # Lightning's hint on any machine with SLURM installed, when the run is not a SLURM job.
-    warnings.filterwarnings("ignore", message=r"The `srun` command is available on your system")
+    warnings.filterwarnings("ignore", message="The `srun` command is available")  # SLURM here, not a job
     warnings.filterwarnings("ignore", message="Checkpoint directory .* not empty|The dirpath has")  # resumes
     warnings.filterwarnings("ignore", message="The provided params to be frozen")  # fine-tuning, train_bn
     warnings.filterwarnings("ignore", message="The number of training batches")  # epoch metrics log anyway
