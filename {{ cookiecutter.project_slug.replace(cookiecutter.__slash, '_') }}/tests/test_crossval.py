@@ -5,7 +5,9 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import run_script
+from conftest import run_script, stop_at
+
+from {{ cookiecutter.package_name }}.utils.runs import EXIT_CODE
 
 
 @pytest.mark.slow
@@ -44,3 +46,25 @@ def test_a_multirun_run_again_in_its_directory_continues_it_and_refuses_other_va
     other = run_script("train.py", "-m", "model.optimizer.lr=0.05", *sweep, cwd=tmp_path)
     assert other.returncode == 1 and "these would change it: model.optimizer.lr=0.05" in other.stderr
     assert "model.optimizer.lr=0.001" in (tmp_path / "sweep" / "0" / ".hydra" / "overrides.yaml").read_text()
+
+
+@pytest.mark.slow
+def test_a_multirun_stopped_in_a_job_says_how_to_continue_all_of_it(tmp_path: Path) -> None:
+    # Not `resume=<that job>`: it would finish that job alone, never run the others nor write the summary.
+    sweep = tmp_path / "sweep"
+    command = [
+        "-m",
+        "model.optimizer.lr=0.001,0.002",
+        "debug=limit",
+        "logger=csv",
+        f"hydra.sweep.dir={sweep}",
+    ]
+    command += stop_at("on_train_batch_end", step=1, dirpath=tmp_path)  # once: the first job
+    stopped = run_script("train.py", *command, cwd=tmp_path)
+    assert stopped.returncode == EXIT_CODE, stopped.stderr[-3000:]
+    hint = f"Continue: python train.py -m <same overrides> hydra.sweep.dir={sweep}"
+    assert hint in stopped.stdout + stopped.stderr
+    assert not (sweep / "1").exists()
+    again = run_script("train.py", *command, cwd=tmp_path)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert len(json.loads((sweep / "summary.json").read_text())["jobs"]) == 2

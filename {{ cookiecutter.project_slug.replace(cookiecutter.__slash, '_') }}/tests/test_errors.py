@@ -43,12 +43,17 @@ def assert_clear_error(result, *expected: str) -> None:
         ("train=false", "train=false tests the checkpoint at ckpt_path: pass ckpt_path=<a .ckpt file>"),
         ("experiment=finetune", "pretrained: required to fine-tune"),
         ("data=image_folder", "data.root: required"),
+        # A group given as a list: its options' values are checked too.
+        (
+            "callbacks=[default,early_stopping] callbacks.early_stopping.patience=abc",
+            "callbacks.early_stopping.patience='abc': expected an integer (the default is 5)",
+        ),
     ],
 )
 def test_a_value_left_out_or_of_the_wrong_type_is_named_before_torch_loads(
     override: str, message: str, tmp_path: Path
 ) -> None:
-    result = run_script("train.py", override, cwd=tmp_path, PYTHONPROFILEIMPORTTIME="1")
+    result = run_script("train.py", *override.split(), cwd=tmp_path, PYTHONPROFILEIMPORTTIME="1")
     assert_clear_error(result, message)
     imported = {
         line.rsplit("|", 1)[-1].strip() for line in result.stderr.splitlines() if "import time:" in line

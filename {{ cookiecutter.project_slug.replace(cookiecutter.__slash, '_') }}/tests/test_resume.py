@@ -58,10 +58,12 @@ def test_a_run_stopped_at_any_phase_resumes_to_the_same_end(
 
 
 # Lightning's options that shape the epoch, each with state a stop in its middle must keep: gradients
-# summed over batches (the stop waits for the optimizer's step), a validation before the epoch's end.
+# summed over batches (the stop waits for the optimizer's step), a validation before the epoch's end, the
+# last validation's metrics in an epoch without one. Each with the training step the stop comes before.
 LOOPS = {
-    "accumulated gradients": "+trainer.accumulate_grad_batches=3",
-    "mid-epoch validation": "+trainer.val_check_interval=2",
+    "accumulated gradients": (["+trainer.accumulate_grad_batches=3"], 2),
+    "mid-epoch validation": (["+trainer.val_check_interval=2"], 2),
+    "validation every other epoch": (["trainer.check_val_every_n_epoch=2", "trainer.max_epochs=3"], 10),
 }
 
 
@@ -70,10 +72,11 @@ LOOPS = {
 def test_a_run_stopped_mid_epoch_resumes_to_the_same_end_with_each_loop_option(
     loop: str, tmp_path: Path
 ) -> None:
-    reference = run_script("train.py", *QUICK, LOOPS[loop], cwd=tmp_path / "a")
+    overrides, step = LOOPS[loop]
+    reference = run_script("train.py", *QUICK, *overrides, cwd=tmp_path / "a")
     assert reference.returncode == 0, reference.stderr[-3000:]
-    stop = stop_at("on_train_batch_start", step=2)
-    stopped = run_script("train.py", *QUICK, LOOPS[loop], *stop, cwd=tmp_path / "b")
+    stop = stop_at("on_train_batch_start", step=step)
+    stopped = run_script("train.py", *QUICK, *overrides, *stop, cwd=tmp_path / "b")
     assert stopped.returncode == EXIT_CODE, stopped.stderr[-3000:]
     (run,) = run_dirs(tmp_path / "b" / "logs")
     assert run_script("train.py", f"resume={run}", cwd=tmp_path / "b").returncode == 0

@@ -81,7 +81,7 @@ class Resumable(Checkpoint):
         by_rank: list[Any] = [sums] * trainer.world_size
         if self.group is not None:  # every rank saves; rank 0 writes the file
             dist.all_gather_object(by_rank, sums, group=self.group)
-        self.metrics = {k: float(v) for k, v in trainer.callback_metrics.items() if v.numel() == 1}
+        self.metrics |= {k: float(v) for k, v in trainer.callback_metrics.items() if v.numel() == 1}
         kind, keys, *rest = np.random.get_state()  # as plain data: it loads with torch's weights_only
         rng = dict(python=random.getstate(), numpy=[kind, keys.tolist(), *rest], torch=torch.get_rng_state())
         if torch.cuda.is_available() and torch.cuda.is_initialized():

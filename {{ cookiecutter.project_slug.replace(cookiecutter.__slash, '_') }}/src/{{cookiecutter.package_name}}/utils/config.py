@@ -35,7 +35,7 @@ def check_types(cfg: DictConfig, overrides: list[str]) -> None:
     parsed = [o for o in OverridesParser.create().parse_overrides(overrides) if not o.is_delete()]
     groups = HydraConfig.get().runtime.choices  # not values; UNCHECKED: Hydra's, and Lightning's multi-typed
     values = [o for o in parsed if o.key_or_group not in groups and not o.key_or_group.startswith(UNCHECKED)]
-    chosen = [o.input_line for o in parsed if o not in values]
+    chosen = [o.input_line for o in parsed if o not in values or isinstance(o.value(), list)]  # group=[a,b]
     defaults = hydra.compose(HydraConfig.get().job.config_name, chosen) if values else None
     for key in [o.key_or_group for o in values if o.value() is not None]:  # null passes (no seed, defaults)
         default = OmegaConf.select(defaults, key, throw_on_resolution_failure=False)

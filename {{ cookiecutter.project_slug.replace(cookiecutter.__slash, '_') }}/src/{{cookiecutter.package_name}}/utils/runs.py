@@ -12,7 +12,7 @@ import signal
 import socket
 import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -46,8 +46,9 @@ class Stopped(SystemExit):
 
     def __init__(self, run: Path, where: str = "") -> None:
         super().__init__(EXIT_CODE if launched_as_rank_zero() else 0)
+        again = f"-m <same overrides> hydra.sweep.dir={run.parent}" if multirun_name() else f"resume={run}"
         if launched_as_rank_zero():
-            log.warning(f"Stopped{where}, exit status {EXIT_CODE}. Continue: python train.py resume={run}")
+            log.warning(f"Stopped{where}, exit status {EXIT_CODE}. Continue: python train.py {again}")
 
 
 @contextmanager
@@ -146,10 +147,9 @@ def find_run(runs: str, resume: str) -> Path:
 
 def run_dir(runs: str, resume: str | None = None) -> str:
     """A new `runs/<run_name>`, or the run `resume` names (none: a new one; train.py says why, removes it)."""
-    try:
+    with suppress(ConfigError):
         return str(find_run(runs, resume)) if resume else f"{runs}/{run_name()}"
-    except ConfigError:
-        return f"{runs}/{run_name()}"
+    return f"{runs}/{run_name()}"
 
 
 def hydra_subdir(run: str) -> str | None:  # .hydra at a run's first start; else Hydra saves nothing
