@@ -30,10 +30,11 @@ class Resumable(Checkpoint):
         self.metrics, self.rescheduled, self.group = {}, False, None  # rescheduled: resumed, another schedule
 
     def stop_here(self, trainer: L.Trainer, *hook_args: Any, save: bool = False) -> None:
-        catch_signals()  # again: Lightning put its own SIGTERM handler in place when it started
-        stop = torch.tensor(int(bool(received)))
-        if self.group is not None:
-            dist.all_reduce(stop, op=dist.ReduceOp.MAX, group=self.group)
+        if not save:  # a stage's start, a test batch: Lightning put its own SIGTERM handler in place
+            catch_signals()
+        stop = len(received)
+        if self.group is not None:  # all stop if one rank was signalled
+            dist.all_reduce(stop := torch.tensor(stop), op=dist.ReduceOp.MAX, group=self.group)
         if not stop:
             return
         if save:
@@ -47,7 +48,6 @@ class Resumable(Checkpoint):
     def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
         if trainer.world_size > 1 and self.group is None:
             self.group = dist.new_group(backend="gloo")  # on the CPU: agreeing never waits for a GPU
-        self.stop_here(trainer)
 
     on_sanity_check_end = on_test_batch_end = stop_here  # where stopping loses no training
     on_train_epoch_end = partialmethod(stop_here, save=True)  # after the epoch's checkpoints
@@ -61,7 +61,7 @@ class Resumable(Checkpoint):
 
     def on_train_batch_end(self, trainer: L.Trainer, pl_module: Any, outputs: Any, *args: Any) -> None:
         loss = outputs["loss"] if isinstance(outputs, dict) else outputs
-        if isinstance(loss, torch.Tensor) and not torch.isfinite(loss).all():
+        if isinstance(loss, torch.Tensor) and not np.isfinite(loss.item()):
             raise TrainingError(
                 f"The training loss is {loss.item()} at step {trainer.global_step - 1}: stopped; no "
                 "checkpoint holds weights of this step. Common causes: a learning rate too high "
