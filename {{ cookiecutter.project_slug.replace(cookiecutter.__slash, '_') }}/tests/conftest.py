@@ -110,10 +110,13 @@ def metrics(run: Path) -> dict[str, float]:
 
 
 def assert_same_run(run: Path, reference: Path) -> None:
-    """The same metrics.json, and in last.ckpt the same weights to the bit."""
+    """The same metrics.json, the same best checkpoint (one: its epoch and score), and in last.ckpt the
+    same weights to the bit."""
     import torch
 
     assert metrics(run) == metrics(reference)
+    best = [sorted(p.name for p in r.glob("checkpoints/epoch_*.ckpt")) for r in (run, reference)]
+    assert best[0] == best[1] and len(best[0]) == 1, best
     got, expected = (
         torch.load(r / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=True)["state_dict"]
         for r in (run, reference)

@@ -57,6 +57,22 @@ def test_a_run_stopped_at_any_phase_resumes_to_the_same_end(
     assert_same_run(run, uninterrupted)
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("phase", ["training", "test"])
+def test_a_run_moved_while_stopped_resumes_where_it_is_now(
+    phase: str, uninterrupted: Path, tmp_path: Path
+) -> None:
+    # Moved to another disk or machine (or copied) between its stop and its resume: the checkpoint
+    # callbacks' state names files by absolute paths, which must follow the run to keep and test its best.
+    stopped = run_script("train.py", *QUICK, *PHASES[phase][0], cwd=tmp_path)
+    assert stopped.returncode == EXIT_CODE, stopped.stderr[-3000:]
+    (run,) = run_dirs(tmp_path / "logs")
+    moved = Path(shutil.move(run, tmp_path / "elsewhere"))
+    resumed = run_script("train.py", f"resume={moved}", cwd=tmp_path)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert_same_run(moved, uninterrupted)
+
+
 # Lightning's options that shape the epoch, each with state a stop in its middle must keep: gradients
 # summed over batches (the stop waits for the optimizer's step), a validation before the epoch's end, the
 # last validation's metrics in an epoch without one. Each with the training step the stop comes before.

@@ -1,5 +1,4 @@
-"""What a run shows you beyond its logger: one line per epoch off a terminal, and the test's
-confusion matrix and per-class table in the run directory."""
+"""One line an epoch off a terminal; the test's confusion matrix and per-class table in the run directory."""
 
 import csv
 import logging

@@ -63,9 +63,8 @@ class Resumable(Checkpoint):
         loss = outputs["loss"] if isinstance(outputs, dict) else outputs
         if isinstance(loss, torch.Tensor) and not np.isfinite(loss.item()):
             raise TrainingError(
-                f"The training loss is {loss.item()} at step {trainer.global_step - 1}: stopped; no "
-                "checkpoint holds weights of this step. Common causes: a learning rate too high "
-                "(model.optimizer.lr), non-finite values in the data, 16-mixed precision overflowing."
+                f"The training loss is {loss.item()} at step {trainer.global_step - 1}; no checkpoint holds "
+                "its weights. Common causes: model.optimizer.lr too high, non-finite data, 16-mixed overflow."
             )
         if (n := args[-1] + 1) < trainer.num_training_batches and not n % trainer.accumulate_grad_batches:
             self.stop_here(trainer, save=True)  # between optimizer steps; after the last: at the epoch's end
@@ -102,8 +101,13 @@ class Resumable(Checkpoint):
         torch.set_rng_state(saved["random"]["torch"])
         if "cuda" in saved["random"] and torch.cuda.is_available():
             torch.cuda.set_rng_state_all(saved["random"]["cuda"])
-        self.metrics = saved["metrics"]
-        trainer.should_stop = saved.get("stop", False) and Path(trainer.ckpt_path).parent == self.path.parent
+        self.metrics, own = saved["metrics"], Path(trainer.ckpt_path).parent == self.path.parent  # resume=
+        trainer.should_stop = saved.get("stop", False) and own  # (ckpt_path= of another run trains on)
+        for callback in trainer.checkpoint_callbacks if own else []:  # the run moved since: its files now
+            if (state := checkpoint["callbacks"].get(callback.state_key)) and (old := state.get("dirpath")):
+                models, new = state["best_k_models"], callback.dirpath
+                state |= {k: v.replace(old, new) for k, v in state.items() if isinstance(v, str)}
+                state["best_k_models"] = {path.replace(old, new): score for path, score in models.items()}
         if len(sums := saved["sums"]) == trainer.world_size:  # each rank its own sums
             for name, states in sums[trainer.global_rank].items():
                 for state, value in states.items():

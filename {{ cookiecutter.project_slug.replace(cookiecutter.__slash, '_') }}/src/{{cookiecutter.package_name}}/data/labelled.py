@@ -11,9 +11,8 @@ from torchdata.stateful_dataloader.sampler import StatefulDistributedSampler
 
 class LabelledDataModule(L.LightningDataModule):
     """Splits (input, label) pairs into train, val and test, and batches them; subclasses implement
-    `load() -> (that dataset, its labels)`, `class_names` and `input_shape`. The split depends on its
-    fractions and seed alone: every run sees the same test set; with `fold`, the rest makes `num_folds`
-    stratified folds, that fold validating. torchdata's StatefulDataLoader resumes mid-epoch."""
+    `load() -> (dataset, labels)`, `class_names` and `input_shape`. The split depends on its fractions and
+    seed alone (the same test set in every run); with `fold`, the rest makes `num_folds` stratified folds."""
 
     def __init__(
         self,

@@ -27,9 +27,8 @@ from omegaconf import OmegaConf
 log = logging.getLogger(__name__)
 EXIT_CODE = 75  # EX_TEMPFAIL of sysexits.h: a temporary failure; running again continues the work
 received: list[str] = []  # the stop signals this process has received
-# What a resume may change besides trainer=<option>: more epochs, other hardware, another launcher.
 MAY_CHANGE = ("trainer.max_", "trainer.accelerator", "trainer.devices", "trainer.num_nodes")
-MAY_CHANGE += ("strategy", "hydra", "extras")
+MAY_CHANGE += ("strategy", "hydra", "extras")  # what a resume may change besides trainer=<option>
 
 
 class ConfigError(CompactHydraException):

@@ -10,8 +10,7 @@ def block(c_in: int, c_out: int) -> nn.Sequential:
 
 
 class SmallCNN(nn.Module):
-    """Conv blocks (the backbone), then a linear head: (N, C, H, W) in, logits out. `backbone` and
-    `head` are named so fine-tuning can freeze one and replace the other."""
+    """Conv blocks (`backbone`: fine-tuning freezes it), a linear `head`: (N, C, H, W) in, logits out."""
 
     def __init__(
         self, input_shape: Sequence[int], num_classes: int, width: int = 32, dropout: float = 0.2
