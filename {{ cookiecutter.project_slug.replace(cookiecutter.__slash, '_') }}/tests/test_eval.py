@@ -7,6 +7,7 @@ import pytest
 from conftest import NOISE, as_command, best_checkpoint, compose_config, metrics, run_dirs, run_script
 
 from {{ cookiecutter.package_name }}.eval import evaluate
+from {{ cookiecutter.package_name }}.utils.runs import EXIT_CODE
 
 
 def test_eval_reproduces_the_test_metrics_of_training(
@@ -34,6 +35,19 @@ def test_train_false_tests_the_checkpoint_at_ckpt_path(
     for key in ("test/acc", "test/f1", "test/loss"):  # the trained weights, not a new model's
         assert metrics(test_run)[key] == pytest.approx(trained[key], abs=1e-6)
     assert not list(test_run.glob("checkpoints/*.ckpt"))
+
+
+def test_eval_stopped_by_a_signal_exits_75_and_writes_no_metrics(
+    trained_run: tuple[Path, dict[str, float]], tmp_path: Path
+) -> None:
+    # Lightning ends a test on SIGTERM with exit status 0: a preempted job would pass for complete.
+    run, _ = trained_run
+    signal = f"_target_:signal_helpers.SendSignal,dirpath:'{tmp_path}',hook:on_test_batch_end"
+    checkpoint = f"ckpt_path={best_checkpoint(run)}"
+    stopped = run_script("eval.py", checkpoint, "+trainer.callbacks=[{" + signal + "}]", cwd=tmp_path)
+    assert stopped.returncode == EXIT_CODE, stopped.stderr[-3000:]
+    (eval_run,) = run_dirs(tmp_path / "logs" / "eval")
+    assert not (eval_run / "metrics.json").exists()
 
 
 @pytest.mark.slow

@@ -40,7 +40,10 @@ def evaluate(cfg: DictConfig) -> dict[str, float]:
     model, datamodule = model_and_data(cfg)
     loggers = [hydra.utils.instantiate(c) for c in (cfg.get("logger") or {}).values() if c]
     trainer = hydra.utils.instantiate(cfg.trainer, logger=loggers or False)
-    results = trainer.test(model, datamodule=datamodule, verbose=False)[0]
+    try:  # on SIGTERM, Lightning's stop exits with status 0 (None): this test did not end, run it again
+        results = trainer.test(model, datamodule=datamodule, verbose=False)[0]
+    except SystemExit as stop:
+        raise SystemExit(stop.code or runs.EXIT_CODE) from None
     metrics = {key: float(value) for key, value in sorted(results.items())}
     if trainer.is_global_zero:
         runs.write_json(Path(cfg.paths.output_dir) / "metrics.json", metrics)

@@ -48,8 +48,7 @@ def check_types(cfg: DictConfig, overrides: list[str]) -> None:
 
 
 def quiet_console(cfg: DictConfig) -> None:
-    """Keep known upstream noise off the console, at its source. Call it where Lightning loads: it
-    gives itself a console handler, and Hydra's already prints (and files) every record."""
+    """Known upstream noise off the console, at its source; call it once Lightning loads (its handler)."""
     import lightning  # noqa: F401
 
     logging.getLogger("lightning").handlers.clear()

@@ -40,8 +40,7 @@ class TrainingError(CompactHydraException):
 
 
 class Stopped(SystemExit):
-    """The run stopped on a signal, resumable: the launching process exits with EXIT_CODE, other
-    ranks with 0 (Lightning's DDP launcher kills rank 0 when another exits with an error)."""
+    """A resumable stop: EXIT_CODE (other ranks 0: Lightning's DDP launcher kills rank 0 if one errs)."""
 
     def __init__(self, run: Path, where: str = "") -> None:
         super().__init__(EXIT_CODE if launched_as_rank_zero() else 0)
