@@ -41,7 +41,7 @@ def multirun_job(given: list[str]) -> Iterator[None]:
 
 
 class MultirunSummary(Callback):
-    """A Hydra callback: <multirun>/summary.json, each job's overrides and metrics, each metric's spread."""
+    """A Hydra callback: <multirun>/summary.json, each job's overrides and metrics, their mean and spread."""
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         sweep, jobs, spread = Path(config.hydra.sweep.dir), [], {}
