@@ -26,6 +26,24 @@ def run_predict(checkpoint: Path, source: Path, run_dir: Path) -> list[dict[str,
         return list(csv.DictReader(file))
 
 
+{% if cookiecutter.example == 'digits' -%}
+def test_predict_signalled_midway_exits_0_only_with_every_prediction(
+    checkpoint: Path, tmp_path: Path
+) -> None:
+    # Lightning ends its test loop on SIGTERM with status 0 (eval.py makes it 75); its predict loop goes on.
+    images = write_image_folder(tmp_path / "images")  # 120 images: two batches, the signal after the first
+    signal = f"_target_:signal_helpers.SendSignal,dirpath:'{tmp_path}',hook:on_predict_batch_end"
+    command = [f"ckpt_path={checkpoint}", f"input={images}", "+trainer.callbacks=[{" + signal + "}]"]
+    result = run_script("predict.py", *command, cwd=tmp_path)
+    assert (tmp_path / ".signal-sent").exists()
+    predictions = run_dirs(tmp_path / "logs" / "predict")[0] / "predictions.csv"
+    if result.returncode == 0:
+        assert len(predictions.read_text().splitlines()) == 1 + 120
+    else:
+        assert not predictions.exists(), result.returncode
+
+
+{% endif -%}
 def test_predictions_are_the_model_s_on_the_data_s_own_inputs(checkpoint: Path, tmp_path: Path) -> None:
     cfg = compose_config("predict", tmp_path, overrides := [f"ckpt_path={checkpoint}"])
     with as_command("predict", overrides):
