@@ -48,7 +48,7 @@ def check_types(cfg: DictConfig, overrides: list[str]) -> None:
 
 
 def quiet_console(cfg: DictConfig) -> None:
-    """Known upstream noise off the console, at its source; call it once Lightning loads (its handler)."""
+    """Known upstream noise off the console, at its source; Lightning's handler too (Hydra's prints all)."""
     import lightning  # noqa: F401
 
     logging.getLogger("lightning").handlers.clear()
