@@ -7,7 +7,9 @@ from pathlib import Path
 
 import pytest
 from conftest import (
+    QUICK,
     ROOT,
+    assert_same_run,
     best_checkpoint,
     metrics,
     run_dirs,
@@ -64,6 +66,23 @@ def test_a_folder_of_images_unlike_the_digits_trains_evaluates_and_predicts(tmp_
 
 
 @pytest.mark.slow
+@pytest.mark.slow
+def test_a_run_stopped_and_resumed_after_its_images_moved_ends_as_one_never_stopped(tmp_path: Path) -> None:
+    images, short = write_image_folder(tmp_path / "images"), ("trainer.max_epochs=2", *QUICK[1:])
+    reference = run_script("train.py", "data=image_folder", f"data.root={images}", *short, cwd=tmp_path / "a")
+    assert reference.returncode == 0, reference.stderr[-3000:]
+    stop = stop_at("on_train_batch_start", step=3)  # mid second epoch
+    stopped = run_script(
+        "train.py", "data=image_folder", f"data.root={images}", *short, *stop, cwd=tmp_path / "b"
+    )
+    assert stopped.returncode == EXIT_CODE, stopped.stderr[-3000:]
+    (run,) = run_dirs(tmp_path / "b" / "logs")
+    moved = images.rename(tmp_path / "moved")  # the data's place may change; no other setting may
+    resumed = run_script("train.py", f"resume={run}", f"data.root={moved}", cwd=tmp_path / "b")
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert_same_run(run, run_dirs(tmp_path / "a" / "logs")[0])
+
+
 def test_a_csv_table_trains_evaluates_and_predicts(tmp_path: Path) -> None:
     table = write_table(tmp_path / "table.CSV", features=4, classes=3)  # suffixes in any case
     run = trained(tmp_path, "data=csv", f"data.path={table}", "data.target=species")

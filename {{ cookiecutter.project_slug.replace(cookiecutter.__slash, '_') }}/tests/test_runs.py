@@ -16,7 +16,7 @@ import pytest
 import torch
 from conftest import QUICK, ROOT, as_command, compose_config, metrics, run_dirs, run_script, stop_at
 
-from {{ cookiecutter.package_name }}.utils.runs import EXIT_CODE, ConfigError, resume_overrides
+from {{ cookiecutter.package_name }}.utils.runs import EXIT_CODE, ConfigError, resume_overrides, run_id
 
 STOP_AT_STEP_2 = stop_at("on_train_batch_end", step=2)
 
@@ -134,15 +134,21 @@ def test_a_resume_with_fewer_epochs_than_done_is_refused_and_any_schedule_resume
     assert rates == pytest.approx([3e-3, 3e-3, 3e-4, 3e-5])
 
 
-def test_a_resume_may_change_the_hardware_and_the_length_only(tmp_path: Path) -> None:
+def test_a_resume_may_change_the_hardware_the_length_and_the_data_s_place_only(tmp_path: Path) -> None:
     (tmp_path / ".hydra").mkdir()
     (tmp_path / ".hydra" / "overrides.yaml").write_text("- seed=3\n- trainer.max_epochs=3\n")
-    moved = ["trainer=gpu", "trainer.max_epochs=5", "trainer.devices=2", "strategy=ddp"]
+    moved = ["trainer=gpu", "trainer.max_epochs=5", "trainer.devices=2", "strategy=ddp", "data.root=/new"]
+    moved += ["data.path=/new.csv", "paths.data_dir=/data"]
     assert resume_overrides(tmp_path, ["resume=x", *moved]) == ["seed=3", *moved]
     refused = ("seed=4", "trainer.gradient_clip_val=1.0", "trainer.precision=16-mixed", "data=csv")
     for changed in (*refused, "data.num_workers=2"):  # mid-epoch, a loader resumes on as many workers only
         with pytest.raises(ConfigError, match=re.escape(f"these would change it: {changed}.")):
             resume_overrides(tmp_path, ["trainer.devices=2", changed])
+
+
+def test_a_run_keeps_its_logger_id_when_its_project_moves(tmp_path: Path) -> None:
+    here, there = (str(tmp_path / root / "logs" / "train" / "runs" / "r") for root in ("a", "b/c"))
+    assert run_id(here) == run_id(there) != run_id(str(tmp_path / "a" / "logs" / "eval" / "runs" / "r"))
 
 
 def test_resume_of_a_run_in_use_is_refused_naming_the_holder(tmp_path: Path) -> None:
@@ -156,6 +162,7 @@ def test_resume_of_a_run_in_use_is_refused_naming_the_holder(tmp_path: Path) -> 
         refused = run_script("train.py", "resume=busy", cwd=tmp_path)
         assert refused.returncode == 1
         assert f"in use by pid {holder.pid} on host {socket.gethostname()}" in refused.stderr
+        assert f"if it died, delete {run}/.lock" in refused.stderr  # killed, or the run copied from there
         assert "no unfinished run" in run_script("train.py", "resume=latest", cwd=tmp_path).stderr
     finally:
         holder.kill()

@@ -28,7 +28,7 @@ log = logging.getLogger(__name__)
 EXIT_CODE = 75  # EX_TEMPFAIL of sysexits.h: a temporary failure; running again continues the work
 received: list[str] = []  # the stop signals this process has received
 MAY_CHANGE = ("trainer.max_", "trainer.accelerator", "trainer.devices", "trainer.num_nodes")
-MAY_CHANGE += ("strategy", "hydra", "extras")  # what a resume may change besides trainer=<option>
+MAY_CHANGE += ("strategy", "hydra", "extras", "data.root", "data.path", "paths.data_dir")
 
 
 class ConfigError(CompactHydraException):
@@ -115,7 +115,7 @@ def held(run: Path) -> Iterator[None]:
     """Lock the run for this launch (on rank 0); refuse if a live process of another holds it."""
     if launched_as_rank_zero():
         if who := holder(run):
-            raise ConfigError(f"{run} is in use by {who}. Wait for it to end, or stop it first.")
+            raise ConfigError(f"{run} is in use by {who}: wait, or stop it; if it died, delete {run}/.lock.")
         lock = dict(host=socket.gethostname(), pid=os.getpid(), launch=launch_id(), since=f"{datetime.now()}")
         write_json(run / ".lock", lock)
         for partial in run.glob("**/.*.tmp"):  # left by a process killed while writing
@@ -163,7 +163,7 @@ def resume_overrides(run: Path, given: list[str]) -> list[str]:
         raise ConfigError(
             f"resume={run} continues that run with its own config ({' '.join(saved) or 'no overrides'}); "
             f"these would change it: {' '.join(refused)}. A resume may change trainer.max_epochs or "
-            "max_steps, devices, strategy and hydra settings; else start a new run."
+            "max_steps, devices, strategy, hydra settings, data.root/path (moved data); else start a new run."
         )
     return [o for o in saved if key(o) not in {key(n) for n in new}] + new
 
@@ -214,8 +214,8 @@ def multirun_name() -> str | None:
     return Path(cfg.sweep.dir).name if cfg and cfg.mode and cfg.mode.name == "MULTIRUN" else None
 
 
-def run_id(run: str | None) -> str | None:  # a logger's run id from the run directory: each start logs there
-    return run and hashlib.sha1(str(Path(run).resolve()).encode()).hexdigest()[:16]
+def run_id(run: str | None) -> str | None:  # a logger's, from <task>/runs/<name>: a moved project keeps it
+    return run and hashlib.sha1("/".join(Path(run).parts[-3:]).encode()).hexdigest()[:16]
 {%- if cookiecutter.__wandb == 'True' %}
 
 
