@@ -83,7 +83,7 @@ def test_every_logger_at_once_logs_the_metrics_json_names(
 
 
 # Fast, not slow: the first command of a new user without a W&B account.
-def test_without_credentials_wandb_logs_offline_and_a_resumed_run_continues_its_wandb_run(
+def test_without_credentials_wandb_logs_offline_and_a_resumed_run_continues_its_wandb_run_moved_too(
     tmp_path: Path,
 ) -> None:
     from conftest import QUICK, run_script, stop_at
@@ -94,9 +94,10 @@ def test_without_credentials_wandb_logs_offline_and_a_resumed_run_continues_its_
         "train.py", *QUICK, "logger=wandb", *stop, cwd=tmp_path, RUN_NAME="no-account", **no_account
     )
     assert result.returncode == 75, result.stderr[-3000:]
-    result = run_script("train.py", "resume=no-account", cwd=tmp_path, **no_account)
+    moved = (tmp_path / "logs" / "train" / "runs" / "no-account").rename(tmp_path / "moved")  # or not
+    result = run_script("train.py", f"resume={moved}", cwd=tmp_path, **no_account)
     assert result.returncode == 0, result.stderr[-3000:]
-    starts = list((tmp_path / "logs" / "train" / "runs" / "no-account").glob("wandb/offline-run-*"))
+    starts = list(moved.glob("wandb/offline-run-*"))
     assert len(starts) == 2 and len({start.name.rsplit("-", 1)[1] for start in starts}) == 1  # one W&B run id
 
 

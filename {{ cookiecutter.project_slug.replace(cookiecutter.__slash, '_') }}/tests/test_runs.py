@@ -146,9 +146,12 @@ def test_a_resume_may_change_the_hardware_the_length_and_the_data_s_place_only(t
             resume_overrides(tmp_path, ["trainer.devices=2", changed])
 
 
-def test_a_run_keeps_its_logger_id_when_its_project_moves(tmp_path: Path) -> None:
-    here, there = (str(tmp_path / root / "logs" / "train" / "runs" / "r") for root in ("a", "b/c"))
-    assert run_id(here) == run_id(there) != run_id(str(tmp_path / "a" / "logs" / "eval" / "runs" / "r"))
+def test_a_run_keeps_its_w_b_id_when_it_moves(tmp_path: Path) -> None:
+    (tmp_path / "run" / "wandb" / "offline-run-20260101_000000-ab12cd34").mkdir(parents=True)
+    assert run_id(str(tmp_path / "run")) is None  # before W&B's first start in it: W&B picks a new id
+    (tmp_path / "run" / "wandb" / "latest-run").symlink_to("offline-run-20260101_000000-ab12cd34")
+    moved = (tmp_path / "run").rename(tmp_path / "elsewhere")
+    assert run_id(str(moved)) == "ab12cd34"
 
 
 def test_resume_of_a_run_in_use_is_refused_naming_the_holder(tmp_path: Path) -> None:

@@ -1,7 +1,6 @@
 """A run's life: its directory, who holds it, how it stops, and from where it continues. No torch at
 import: the entry points use it before the heavy imports, and the configs resolve with it."""
 
-import hashlib
 import json
 import logging
 {%- if cookiecutter.__wandb == 'True' %}
@@ -214,8 +213,9 @@ def multirun_name() -> str | None:
     return Path(cfg.sweep.dir).name if cfg and cfg.mode and cfg.mode.name == "MULTIRUN" else None
 
 
-def run_id(run: str | None) -> str | None:  # a logger's, from <task>/runs/<name>: a moved project keeps it
-    return run and hashlib.sha1("/".join(Path(run).parts[-3:]).encode()).hexdigest()[:16]
+def run_id(run: str | None) -> str | None:  # W&B's id of the run, wherever it is now; none: W&B makes one
+    latest = Path(run or ".") / "wandb" / "latest-run"  # W&B's link to <run>/wandb/[offline-]run-<time>-<id>
+    return latest.resolve().name.rsplit("-", 1)[-1] if latest.is_symlink() else None
 {%- if cookiecutter.__wandb == 'True' %}
 
 
