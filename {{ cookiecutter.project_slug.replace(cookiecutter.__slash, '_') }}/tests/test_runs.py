@@ -152,6 +152,7 @@ def test_a_run_keeps_its_w_b_id_when_it_moves(tmp_path: Path) -> None:
     (tmp_path / "run" / "wandb" / "latest-run").symlink_to("offline-run-20260101_000000-ab12cd34")
     moved = (tmp_path / "run").rename(tmp_path / "elsewhere")
     assert run_id(str(moved)) == "ab12cd34"
+    assert run_id(None) is None
 
 
 def test_resume_of_a_run_in_use_is_refused_naming_the_holder(tmp_path: Path) -> None:

@@ -215,7 +215,7 @@ def multirun_name() -> str | None:
 
 def run_id(run: str | None) -> str | None:  # W&B's id of the run, wherever it is now; none: W&B makes one
     latest = Path(run or ".") / "wandb" / "latest-run"  # W&B's link to <run>/wandb/[offline-]run-<time>-<id>
-    return latest.resolve().name.rsplit("-", 1)[-1] if latest.is_symlink() else None
+    return latest.resolve().name.rsplit("-", 1)[-1] if run and latest.is_symlink() else None
 {%- if cookiecutter.__wandb == 'True' %}
 
 
