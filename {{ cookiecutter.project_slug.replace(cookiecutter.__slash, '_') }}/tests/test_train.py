@@ -1,6 +1,7 @@
 """Training learns, leaves the run directory the README promises, and keeps the console short."""
 
 import csv
+import gc
 import json
 import re
 from pathlib import Path
@@ -89,6 +90,15 @@ def test_a_run_without_logger_leaves_out_what_needs_one(
     result = train(compose_config("train", tmp_path, [*QUICK[:-2], no_logger, "callbacks.progress_bar=null"]))
     assert result.keys() >= METRIC_KEYS
     assert caplog.text.count("No logger: the learning rate monitor is left out.") == 1
+
+
+def test_python_s_collector_is_on_again_once_the_libraries_have_loaded() -> None:
+    """Off while torch and Lightning load (8 full collections of their objects: 1-2 s of each start)."""
+    from {{ cookiecutter.package_name }}.utils import config
+
+    gc.disable()
+    config.quiet_console(OmegaConf.create({"logger": None}))
+    assert gc.isenabled() and gc.get_freeze_count() > 0
 
 
 def test_seed_zero_is_a_seed(tmp_path: Path) -> None:

@@ -16,12 +16,12 @@ log = logging.getLogger(__name__)
 @hydra.main(version_base="1.3", config_path="configs", config_name="export")
 def export(cfg: DictConfig) -> Path:
     """Write model.onnx and model.json; return the model's path."""
+    config.quiet_console(cfg)  # first: it loads torch and Lightning
     import onnx
     import torch
 
     from {{ cookiecutter.package_name }}.models.classifier import Classifier
 
-    config.quiet_console(cfg)
     checkpoint = runs.read_checkpoint(cfg.get("ckpt_path"))
     model = Classifier.load_from_checkpoint(cfg.ckpt_path, map_location="cpu", weights_only=True).eval()
     example = torch.zeros(2, *model.hparams.input_shape)

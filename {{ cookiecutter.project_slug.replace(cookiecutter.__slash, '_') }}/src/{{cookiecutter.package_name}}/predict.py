@@ -9,6 +9,7 @@ from typing import Any
 import hydra
 from omegaconf import DictConfig
 
+from {{ cookiecutter.package_name }}.eval import model_and_data
 from {{ cookiecutter.package_name }}.utils import config, runs
 
 log = logging.getLogger(__name__)
@@ -36,11 +37,9 @@ def read_inputs(path: Path, datamodule: Any) -> dict[str, Any]:
 @hydra.main(version_base="1.3", config_path="configs", config_name="predict")
 def predict(cfg: DictConfig) -> Path:
     """Predict every input at `cfg.input`; write and return the path of predictions.csv."""
+    config.quiet_console(cfg)  # first: it loads torch and Lightning
     import torch
 
-    from {{ cookiecutter.package_name }}.eval import model_and_data
-
-    config.quiet_console(cfg)
     if not cfg.get("input") or not Path(cfg.input).exists():
         raise runs.ConfigError(f"input={cfg.get('input')!r}: no such file or folder. Pass what to predict.")
     model, datamodule = model_and_data(cfg)

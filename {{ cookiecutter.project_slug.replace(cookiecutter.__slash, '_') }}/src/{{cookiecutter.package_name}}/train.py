@@ -22,10 +22,10 @@ log = logging.getLogger(__name__)
 
 def train(cfg: DictConfig, overrides: list[str] | None = None) -> dict[str, float]:
     """Fit the model, test its best checkpoint, write metrics.json; return the final metrics."""
+    config.quiet_console(cfg)  # first: it loads torch and Lightning
     import lightning as L
     from lightning.pytorch.utilities.exceptions import SIGTERMException
 
-    config.quiet_console(cfg)
     run = Path(cfg.paths.output_dir)
     if cfg.get("seed") is not None:
         L.seed_everything(cfg.seed, workers=True, verbose=False)

@@ -20,9 +20,8 @@ from {{ cookiecutter.package_name }}.utils.runs import Stopped, TrainingError, c
 
 
 class Resumable(Checkpoint):
-    """Stops all ranks together at the next safe point after a signal (noted by utils/runs.py) or a non-finite
-    loss; adds to checkpoints what an exact resume needs beyond Lightning's: random generators, each rank's
-    metric sums, the metrics so far, an early stop, the data config (eval.py). Runs after ModelCheckpoint."""
+    """Stops all ranks at the next safe point after a signal or a non-finite loss; checkpoints get what an
+    exact resume needs beyond Lightning's: random state, each rank's metric sums, an early stop, the data."""
 
     def __init__(self, dirpath: str, data: Any = None) -> None:
         self.path = Path(dirpath) / "interrupted.ckpt"

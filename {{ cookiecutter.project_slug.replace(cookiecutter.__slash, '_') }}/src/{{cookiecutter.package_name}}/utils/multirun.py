@@ -32,9 +32,7 @@ def multirun_job(given: list[str]) -> Iterator[None]:
     try:
         yield
     finally:
-        import torch.distributed as dist
-
-        if dist.is_available() and dist.is_initialized():
+        if (dist := sys.modules.get("torch.distributed")) and dist.is_available() and dist.is_initialized():
             dist.destroy_process_group()
         os.environ.clear()  # the next job starts as this one did
         os.environ.update(environment)
