@@ -137,14 +137,20 @@ def test_a_search_of_ddp_trials_is_one_search(tmp_path: Path) -> None:
     assert [trial.state.name for trial in load(tmp_path, "ddp").trials] == ["COMPLETE"]
 
 
-def test_a_study_continued_for_another_metric_or_direction_is_refused(tmp_path: Path) -> None:
+def test_a_study_continued_for_another_metric_direction_or_config_is_refused(tmp_path: Path) -> None:
     # Optuna loads a study with its own direction, whatever the sweeper's: the best trial mixed both.
     minimize = ("optimized_metric=val/loss", "hydra.sweeper.direction=minimize")
     assert run_script("train.py", *search("s", 1, *minimize), cwd=tmp_path).returncode == 0
     for other in [], ["optimized_metric=val/loss"]:  # the defaults: maximize val/acc_best
         result = run_script("train.py", *search("s", 2, *other), cwd=tmp_path)
         assert result.returncode == 1 and "is to minimize val/loss, not to maximize" in result.stderr
+    # Another data or net: its trials would join the study's, its best trial and summary mixed both.
+    result = run_script("train.py", *search("s", 2, *minimize, "data.val_fraction=0.3"), cwd=tmp_path)
+    assert result.returncode == 1 and "adds data.val_fraction=0.3 and leaves out nothing" in result.stderr
     assert len(load(tmp_path, "s").trials) == 1
+    hardware = ["trainer.accelerator=cpu", "logger=[]", "extras.print_config=false"]  # may differ
+    assert run_script("train.py", *search("s", 2, *minimize, *hardware), cwd=tmp_path).returncode == 0
+    assert [trial.state.name for trial in load(tmp_path, "s").trials] == ["COMPLETE"] * 2
 
 
 def test_a_trial_ended_by_another_worker_between_read_and_write_is_left_as_it_ended(

@@ -29,6 +29,9 @@ from {{ cookiecutter.package_name }}.utils.runs import ConfigError
 log = logging.getLogger(__name__)
 # The callback through which a trial reports its metric (hparams_search/optuna.yaml).
 PRUNING = "callbacks.optuna_pruning"
+# What a study's workers and continuations may set differently: the hardware, the logging, the data's place.
+MAY_DIFFER = ("trainer.accelerator", "trainer.devices", "trainer.num_nodes", "strategy", "extras", "logger")
+MAY_DIFFER += ("data.root", "data.path", "paths.data_dir")
 
 
 @dataclass
@@ -70,6 +73,7 @@ class OptunaSweeper(Sweeper):
             load_if_exists=True,
         )
         metric = OmegaConf.select(self.config, "optimized_metric", default=None)
+        kept = sorted(o for o in fixed if not o.split("=", 1)[0].lstrip("+~").startswith(MAY_DIFFER))
         if study.get_trials(deepcopy=False):
             sampler.reseed_rng()  # seeded, it would draw the study's first points again
             was = (study.user_attrs.get("metric", metric), study.direction.name.lower())
@@ -79,7 +83,16 @@ class OptunaSweeper(Sweeper):
                     f"{metric}: continue it with optimized_metric={was[0]} hydra.sweeper.direction={was[1]}, "
                     "or start another (hydra.sweeper.study_name=<new name>)."
                 )
+            if (before := study.user_attrs.get("fixed", kept)) != kept:  # trials of two configs: no search
+                new, gone = [o for o in kept if o not in before], [o for o in before if o not in kept]
+                raise ConfigError(
+                    f"Study {study.study_name} in {url} searches another config: this command adds "
+                    f"{' '.join(new) or 'nothing'} and leaves out {' '.join(gone) or 'nothing'}. Continue it "
+                    "with its overrides (the hardware, logger and data's place may differ), or start another "
+                    "study (hydra.sweeper.study_name=<new name>)."
+                )
         study.set_user_attr("metric", metric)
+        study.set_user_attr("fixed", kept)
         # Storages keep no pruner: the trials' callbacks take the sweeper's from here.
         spec = OmegaConf.to_container(self.pruner) if OmegaConf.is_config(self.pruner) else self.pruner
         study.set_user_attr("pruner", spec)
