@@ -153,7 +153,7 @@ def write_table(path: Path, features: int = 4, classes: int = 3, rows: int = 300
     scales = 10.0 ** np.arange(features)
     with path.open("w", newline="") as file:
         writer = csv.writer(file)
-        writer.writerow([*(f"f{i}" for i in range(features)), "species"])
+        writer.writerow([*("width", "height", "depth", "mass", "age")[:features], "species"])
         for row in range(rows):
             label = row % classes
             values = (centres[label] + rng.normal(0, 1, features)) * scales

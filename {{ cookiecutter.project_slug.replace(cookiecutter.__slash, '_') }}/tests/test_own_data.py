@@ -1,10 +1,13 @@
 """Your own data with configuration alone: a folder of images, a CSV table; then eval and predict on them."""
 
 import csv
+import json
 import re
 import shlex
 from pathlib import Path
 
+import numpy as np
+import onnxruntime
 import pytest
 from conftest import (
     QUICK,
@@ -105,6 +108,15 @@ def test_a_csv_table_trains_evaluates_and_predicts(tmp_path: Path) -> None:
     with table.open() as file:
         truth = [row["species"] for row in csv.DictReader(file)]
     assert sum(row["class"] == label for row, label in zip(rows, truth, strict=True)) > 0.8 * len(truth)
+    # Exported, it takes the columns in the order model.json gives (sorted by name, not the file's).
+    assert run_script("export.py", f"ckpt_path={checkpoint}", cwd=tmp_path).returncode == 0
+    (exported,) = run_dirs(tmp_path / "logs" / "export")
+    served = json.loads((exported / "model.json").read_text())
+    assert (features := served["data"]["features"]) == ["depth", "height", "mass", "width"]
+    with table.open() as file:
+        x = np.array([[float(row[name]) for name in features] for row in csv.DictReader(file)], np.float32)
+    (logits,) = onnxruntime.InferenceSession(str(exported / "model.onnx")).run(None, {"inputs": x})
+    assert [served["class_names"][i] for i in logits.argmax(1)] == [row["class"] for row in rows]
     # Data that does not fit the model: refused, naming both.
     other = write_table(tmp_path / "other.csv", features=5, classes=3)
     refused = run_script(
@@ -126,7 +138,7 @@ def test_a_csv_table_trains_evaluates_and_predicts(tmp_path: Path) -> None:
     assert refused.returncode == 1 and "classes ['kind_0', 'kind_1', 'kind_2']; this data" in refused.stderr
     assert "classes ['type_0', 'type_1', 'type_2']: it does not fit" in refused.stderr
     nan = tmp_path / "nan.csv"
-    nan.write_text("f0,f1,f2,f3\n1,2,3,4\nnan,2,3,4\n")
+    nan.write_text("width,height,depth,mass\n1,2,3,4\nnan,2,3,4\n")
     refused = run_script("predict.py", f"ckpt_path={checkpoint}", f"input={nan}", cwd=tmp_path)
     assert refused.returncode == 1 and "nan.csv:3 hold NaN or infinite values" in refused.stderr
     # Once finished, the run says how to train on from its weights: its command, its data and net included.

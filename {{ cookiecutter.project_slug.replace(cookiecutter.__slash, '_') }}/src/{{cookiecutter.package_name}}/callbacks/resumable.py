@@ -47,6 +47,8 @@ class Resumable(Checkpoint):
     def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
         if trainer.world_size > 1 and self.group is None:
             self.group = dist.new_group(backend="gloo")  # on the CPU: agreeing never waits for a GPU
+        if (self.data or {}).get("features", ()) is None:  # data=csv's columns as read, in the model's order
+            self.data["features"] = getattr(trainer.datamodule, "features", None)
 
     on_sanity_check_end = on_test_batch_end = stop_here  # where stopping loses no training
     on_train_epoch_end = partialmethod(stop_here, save=True)  # after the epoch's checkpoints

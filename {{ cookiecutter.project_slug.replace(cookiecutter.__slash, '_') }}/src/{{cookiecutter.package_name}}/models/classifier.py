@@ -12,9 +12,8 @@ from torchmetrics.classification import MulticlassAccuracy, MulticlassF1Score
 
 
 class Classifier(L.LightningModule):
-    """Trains `net` to map inputs of `input_shape` to `num_classes` logits. `net`, `optimizer` and
-    `scheduler` are configs (with a `_target_`) built here with Hydra: a checkpoint holds plain data
-    and describes itself, so `load_from_checkpoint(path)` needs nothing else."""
+    """Trains `net` to map inputs of `input_shape` to `num_classes` logits. `net`, `optimizer`, `scheduler`:
+    Hydra configs, built here; a checkpoint describes itself (`load_from_checkpoint(path)` needs no more)."""
 
     def __init__(
         self,

@@ -221,10 +221,9 @@ def run_id(run: str | None) -> str | None:  # W&B's id of the run, wherever it i
 
 def wandb_mode() -> str | None:
     """Offline unless W&B can log in without asking (WANDB_API_KEY, `wandb login`) or WANDB_MODE says."""
-    try:
+    logged_in = None
+    with suppress(OSError, netrc.NetrcParseError):
         logged_in = netrc.netrc().authenticators("api.wandb.ai")
-    except (OSError, netrc.NetrcParseError):
-        logged_in = None
     return None if os.environ.get("WANDB_MODE") or os.environ.get("WANDB_API_KEY") or logged_in else "offline"
 {%- endif %}
 
