@@ -46,7 +46,7 @@ class TestReport(L.Callback):
         counts = self.matrix.compute().cpu()  # summed over all devices
         if not trainer.is_global_zero:
             return
-        names, hits, support = pl_module.class_names, counts.diag(), counts.sum(1)
+        names, hits, support = pl_module.class_names, counts.diag().double(), counts.sum(1)
         precision, recall = hits / counts.sum(0).clamp(min=1), hits / support.clamp(min=1)
         f1 = 2 * precision * recall / (precision + recall).clamp(min=1e-12)
         with (self.dirpath / "test_per_class.csv").open("w", newline="") as file:
