@@ -81,7 +81,7 @@ def test_a_run_stopped_and_resumed_after_its_images_moved_ends_as_one_never_stop
     assert stopped.returncode == EXIT_CODE, stopped.stderr[-3000:]
     (run,) = run_dirs(tmp_path / "b" / "logs")
     moved = images.rename(tmp_path / "moved")  # the data's place may change; no other setting may
-    resumed = run_script("train.py", f"resume={run}", f"data.root={moved}", cwd=tmp_path / "b")
+    resumed = run_script("train.py", f"resume={run}", f"++data.root={moved}", cwd=tmp_path / "b")
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert_same_run(run, run_dirs(tmp_path / "a" / "logs")[0])
 
@@ -141,6 +141,9 @@ def test_a_csv_table_trains_evaluates_and_predicts(tmp_path: Path) -> None:
     nan.write_text("width,height,depth,mass\n1,2,3,4\nnan,2,3,4\n")
     refused = run_script("predict.py", f"ckpt_path={checkpoint}", f"input={nan}", cwd=tmp_path)
     assert refused.returncode == 1 and "nan.csv:3 hold NaN or infinite values" in refused.stderr
+    (other_columns := tmp_path / "columns.csv").write_text("width,height,depth,weight\n1,2,3,4\n")
+    refused = run_script("predict.py", f"ckpt_path={checkpoint}", f"input={other_columns}", cwd=tmp_path)
+    assert refused.returncode == 1 and "'mass': '<no such column>'" in refused.stderr
     # Once finished, the run says how to train on from its weights: its command, its data and net included.
     finished = run_script("train.py", f"resume={run}", cwd=tmp_path)
     command = re.search(r"from its weights: python train.py (.*) trainer\.max_epochs=<n>", finished.stderr)[1]

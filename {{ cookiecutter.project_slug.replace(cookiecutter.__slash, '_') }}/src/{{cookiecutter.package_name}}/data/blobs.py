@@ -18,7 +18,7 @@ class BlobsDataModule(CSVDataModule):
         num_samples: int = 2000,
         num_features: int = 16,
         num_classes: int = 4,
-        noise: float = 1.0,
+        noise: float = 3.0,
         data_seed: int = 0,
         **options,
     ) -> None:

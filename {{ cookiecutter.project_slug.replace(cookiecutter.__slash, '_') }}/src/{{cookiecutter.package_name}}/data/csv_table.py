@@ -57,7 +57,7 @@ class CSVDataModule(LabelledDataModule):
         try:
             return torch.tensor([float(row[name]) for name in self.features])
         except (KeyError, TypeError, ValueError):
-            given = {name: row.get(name) for name in self.features}  # the odd ones out show
+            given = {name: row.get(name, "<no such column>") for name in self.features}  # the odd ones show
             raise ValueError(f"a row does not fit: {given}; features are numbers (data.features)") from None
 
     def load(self) -> tuple[Dataset, Sequence[int]]:
