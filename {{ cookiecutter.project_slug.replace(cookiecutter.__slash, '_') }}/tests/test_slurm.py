@@ -83,6 +83,16 @@ def test_slurm_launcher_without_a_scheduler_says_so(tmp_path: Path) -> None:
     assert "no SLURM scheduler found" in result.stderr and "hydra/launcher=submitit_local" in result.stderr
     assert "Traceback" not in result.stderr
     assert not (tmp_path / "logs").exists()
+    # SLURM's commands without a cluster to reach (no configuration, or its controller down).
+    fatal = "scontrol: fatal: Could not establish a configuration source"
+    for name, says in (("sbatch", ""), ("scontrol", fatal)):
+        (command := empty / name).write_text(f"#!/bin/sh\necho '{says}' >&2\nexit 1\n")
+        command.chmod(0o755)
+    arguments = ["-m", "hydra/launcher=slurm", "debug=fdr"]
+    result = run_script("train.py", *arguments, cwd=tmp_path, PATH=f"{empty}:/bin")
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert "no SLURM scheduler found here (`scontrol ping`: scontrol: fatal: Could not" in result.stderr
+    assert not (tmp_path / "logs").exists()
 
 
 @pytest.mark.slow
