@@ -75,6 +75,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 LONGEST = (
     "test_default_project_passes_its_whole_suite",
     "test_slurm_project_runs_its_jobs_on_a_real_cluster",
+    "test_minimal_project_passes_its_slow_tests",
 )
 
 
