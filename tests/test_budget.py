@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from conftest import run
+from conftest import bake, run
 
 
 def lines(path: Path) -> int:
@@ -20,6 +20,12 @@ def test_at_most_1300_lines_of_python_outside_the_tests(default_project: Path) -
 def test_the_model_file_and_the_readme_fit_their_budget(default_project: Path) -> None:
     assert lines(default_project / "src" / "my_project" / "models" / "classifier.py") <= 110
     assert lines(default_project / "README.md") <= 200
+
+
+def test_the_readme_of_every_option_at_once_fits_200_lines(tmp_path: Path) -> None:
+    """The longest README: W&B sweeps and Optuna, SLURM, Docker (the matrix pairs them otherwise)."""
+    project = bake(tmp_path, hparam_search="both", slurm=True, docker=True)
+    assert lines(project / "README.md") <= 200
 
 
 # A training run's project modules, from sys.modules at exit: `-X importtime` misses those that
