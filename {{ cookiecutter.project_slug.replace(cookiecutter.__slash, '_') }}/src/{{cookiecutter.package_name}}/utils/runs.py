@@ -157,7 +157,7 @@ def resume_overrides(run: Path, given: list[str]) -> list[str]:
     """The run's first overrides, with those of `given` a resume may change; a ConfigError lists others."""
     saved = yaml.safe_load((run / ".hydra" / "overrides.yaml").read_text()) or []
     key = lambda override: override.split("=", 1)[0].lstrip("+~")  # noqa: E731
-    new = [o.lstrip("+") for o in given if key(o) != "resume" and o not in saved]  # +: not in the default
+    new = [o if o[0] != "+" else "++" + o.lstrip("+") for o in given if key(o) != "resume" and o not in saved]
     if refused := [o for o in new if key(o) != "trainer" and not key(o).startswith(MAY_CHANGE)]:
         raise ConfigError(
             f"resume={run} continues that run with its own config ({' '.join(saved) or 'no overrides'}); "
