@@ -24,14 +24,14 @@ from omegaconf import DictConfig, OmegaConf
 
 from {{ cookiecutter.package_name }}.utils.optuna_results import report
 from {{ cookiecutter.package_name }}.utils.optuna_settings import make, open_storage, search_space
-from {{ cookiecutter.package_name }}.utils.runs import ConfigError
+from {{ cookiecutter.package_name }}.utils.runs import MAY_CHANGE, ConfigError
 
 log = logging.getLogger(__name__)
 # The callback through which a trial reports its metric (hparams_search/optuna.yaml).
 PRUNING = "callbacks.optuna_pruning"
-# What a study's workers and continuations may set differently: the hardware, the logging, the data's place.
-MAY_DIFFER = ("trainer.accelerator", "trainer.devices", "trainer.num_nodes", "strategy", "extras", "logger")
-MAY_DIFFER += ("data.root", "data.path", "paths.data_dir")
+# What a study's workers and continuations may set differently: what a resume may (the hardware, the data's
+# place), but not the length, which changes the trials; and the logger.
+MAY_DIFFER = (*(key for key in MAY_CHANGE if key != "trainer.max_"), "logger")
 
 
 @dataclass
