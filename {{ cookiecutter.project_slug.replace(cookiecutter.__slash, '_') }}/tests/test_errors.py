@@ -43,6 +43,8 @@ def assert_clear_error(result, *expected: str) -> None:
         ("train=false", "train=false tests the checkpoint at ckpt_path: pass ckpt_path=<a .ckpt file>"),
         ("experiment=finetune", "pretrained: required to fine-tune"),
         ("data=image_folder", "data.root: required"),
+        # What the data configs share (--help lists it): it was an AttributeError traceback.
+        ("data=_common", "data._target_: required, and no value given"),
         # A group given as a list: its options' values are checked too.
         (
             "callbacks=[default,early_stopping] callbacks.early_stopping.patience=abc",
@@ -158,6 +160,16 @@ def test_a_checkpoint_continues_with_its_own_net_and_optimizer(
     result = run_script("train.py", f"ckpt_path={checkpoint}", override, "trainer.max_epochs=5", cwd=tmp_path)
     assert_clear_error(result, f"ckpt_path='{checkpoint}' was trained with", message)
     assert f"or start anew from its weights: pretrained={checkpoint}." in result.stderr
+    assert not run_dirs(tmp_path / "logs" / "train" / "runs")
+
+
+def test_a_finished_run_s_checkpoint_trains_on_with_more_epochs_only(
+    trained_run: tuple, tmp_path: Path
+) -> None:
+    # It trained nothing, tested the other run's best checkpoint and wrote that as its own metrics.json.
+    last = trained_run[0] / "checkpoints" / "last.ckpt"
+    result = run_script("train.py", f"ckpt_path={last}", "trainer.max_epochs=4", cwd=tmp_path)
+    assert_clear_error(result, f"trainer.max_epochs=4: {last} has begun epoch 4, ended 4: pass more.")
     assert not run_dirs(tmp_path / "logs" / "train" / "runs")
 
 

@@ -17,7 +17,6 @@ log = logging.getLogger(__name__)
 def export(cfg: DictConfig) -> Path:
     """Write model.onnx and model.json; return the model's path."""
     config.quiet_console(cfg)  # first: it loads torch and Lightning
-    import onnx
     import torch
 
     from {{ cookiecutter.package_name }}.models.classifier import Classifier
@@ -32,11 +31,10 @@ def export(cfg: DictConfig) -> Path:
         "data": checkpoint.get("resumable", {}).get("data"),  # how the inputs were made
     }
     path = Path(cfg.paths.output_dir) / "model.onnx"
-    names = {"input_names": ["inputs"], "output_names": ["logits"], "external_data": False}  # one file
-    model.to_onnx(path, example, dynamo=True, dynamic_shapes=({0: torch.export.Dim("batch")},), **names)
-    exported = onnx.load(path)
-    onnx.helper.set_model_props(exported, {"metadata": json.dumps(metadata)})
-    onnx.save(exported, path)
+    names = {"input_names": ["inputs"], "output_names": ["logits"], "dynamo": True}
+    exported = model.to_onnx(None, example, dynamic_shapes=({0: torch.export.Dim("batch")},), **names)
+    exported.model.metadata_props["metadata"] = json.dumps(metadata)
+    exported.save(path, external_data=False)  # one file
     runs.write_json(path.with_name("model.json"), metadata)
     log.info(f"Exported: {path}")
     return path
