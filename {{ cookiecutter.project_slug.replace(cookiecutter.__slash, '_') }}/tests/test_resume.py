@@ -77,7 +77,7 @@ def test_a_run_moved_while_stopped_resumes_where_it_is_now(
 # summed over batches (the stop waits for the optimizer's step), a validation before the epoch's end, the
 # last validation's metrics in an epoch without one. Each with the training step the stop comes before.
 LOOPS = {
-    "accumulated gradients": (["+trainer.accumulate_grad_batches=3"], 2),
+    "accumulated gradients": (["trainer.accumulate_grad_batches=3"], 2),
     "mid-epoch validation": (["+trainer.val_check_interval=2"], 2),
     "validation every other epoch": (["trainer.check_val_every_n_epoch=2", "trainer.max_epochs=3"], 10),
 }
@@ -143,6 +143,27 @@ def test_a_run_started_from_a_checkpoint_resumes_from_its_own(uninterrupted: Pat
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert f"Continuing from {run / 'checkpoints' / 'interrupted.ckpt'}" in resumed.stdout + resumed.stderr
     assert_same_run(run, run_dirs(tmp_path / "a" / "logs")[0])
+
+
+@pytest.mark.slow
+def test_a_fine_tuning_run_stopped_after_its_backbone_thawed_resumes_to_the_same_end(
+    uninterrupted: Path, tmp_path: Path
+) -> None:
+    # Lightning's BackboneFinetuning freezes the backbone at every start and thaws it in its epoch alone:
+    # resumed after that epoch, the backbone trained no more, and the metrics differed.
+    tune = ["experiment=finetune", f"pretrained={uninterrupted / 'checkpoints' / 'last.ckpt'}", *QUICK]
+    tune += ["trainer.max_epochs=3", "callbacks.backbone_finetuning.unfreeze_backbone_at_epoch=1"]
+    reference = run_script("train.py", *tune, cwd=tmp_path / "a")
+    assert reference.returncode == 0, reference.stderr[-3000:]
+    for where, stop in {"in its thaw epoch": 6, "after it": 9}.items():
+        stopped = run_script(
+            "train.py", *tune, *stop_at("on_train_batch_end", step=stop), cwd=tmp_path / where
+        )
+        assert stopped.returncode == EXIT_CODE, stopped.stderr[-3000:]
+        (run,) = run_dirs(tmp_path / where / "logs")
+        resumed = run_script("train.py", f"resume={run}", cwd=tmp_path / where)
+        assert resumed.returncode == 0, resumed.stderr[-3000:]
+        assert_same_run(run, run_dirs(tmp_path / "a" / "logs")[0])
 
 
 @pytest.mark.slow

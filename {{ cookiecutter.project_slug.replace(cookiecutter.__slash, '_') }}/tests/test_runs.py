@@ -141,8 +141,8 @@ def test_a_resume_may_change_the_hardware_the_length_and_the_data_s_place_only(t
     moved += ["data.path=/new.csv", "paths.data_dir=/data"]
     assert resume_overrides(tmp_path, ["resume=x", *moved]) == ["seed=3", *moved]
     # `+` where the default config lacks the key (data.path for digits), which the run's may have: `++`.
-    added = ["+data.path=/b.csv", "++data.root=/c", "+trainer.max_steps=9"]
-    forced = ["++data.path=/b.csv", "++data.root=/c", "++trainer.max_steps=9"]
+    added = ["+data.path=/b.csv", "++data.root=/c", "+trainer.max_time=9"]
+    forced = ["++data.path=/b.csv", "++data.root=/c", "++trainer.max_time=9"]
     assert resume_overrides(tmp_path, added) == ["seed=3", "trainer.max_epochs=3", *forced]
     refused = ("seed=4", "trainer.gradient_clip_val=1.0", "trainer.precision=16-mixed", "data=csv")
     for changed in (*refused, "data.num_workers=2"):  # mid-epoch, a loader resumes on as many workers only

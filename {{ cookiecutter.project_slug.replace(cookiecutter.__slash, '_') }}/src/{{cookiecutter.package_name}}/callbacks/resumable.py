@@ -1,5 +1,5 @@
-"""Stop on a signal and resume exactly, where Lightning stops on SIGTERM alone and exits 0, hangs under DDP
-when one rank alone is signalled, and saves no random state (tests/test_resume.py shows each)."""
+"""Stop on a signal and resume exactly, where Lightning stops on SIGTERM alone (exit 0), hangs under DDP
+if one rank is signalled, saves no random state, freezes a thawed backbone again (tests/test_resume.py)."""
 
 import os
 import random
@@ -58,6 +58,9 @@ class Resumable(Checkpoint):
             rates = getattr(config.scheduler, "_get_closed_form_lr", list)()  # torch's; lacking, goes on
             for group, rate in zip(config.scheduler.optimizer.param_groups, rates, strict=False):
                 group["lr"] = rate
+        for tuning in [c for c in trainer.callbacks if hasattr(c, "unfreeze_backbone_at_epoch")]:
+            if trainer.current_epoch >= tuning.unfreeze_backbone_at_epoch:
+                tuning.make_trainable(pl_module.backbone)  # resumed after its thaw: its setup froze it again
         self.stop_here(trainer)
 
     def on_train_batch_end(self, trainer: L.Trainer, pl_module: Any, outputs: Any, *args: Any) -> None:

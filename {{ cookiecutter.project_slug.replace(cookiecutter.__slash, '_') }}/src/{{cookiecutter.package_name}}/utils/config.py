@@ -44,8 +44,9 @@ def check_types(cfg: DictConfig, overrides: list[str]) -> None:
         expected = next((t for t in TYPES if type(default) is t), None)  # exact types: a bool is no int
         if not (expected is None or type(given) is expected or (expected is float and type(given) is int)):
             raise ConfigError(f"{key}={given!r}: expected {TYPES[expected]} (the default is {default!r}).")
-    if not isinstance(epochs := cfg.trainer.get("max_epochs"), int) or epochs < 1:  # -1 has no schedule
-        raise ConfigError(f"trainer.max_epochs={epochs}: accepted: a positive number of epochs.")
+    for key in ("max_epochs", "accumulate_grad_batches"):  # -1 epochs has no schedule; 0 batches: Lightning's
+        if not isinstance(n := cfg.trainer.get(key), int) or n < 1:  # ZeroDivisionError traceback
+            raise ConfigError(f"trainer.{key}={n}: accepted: a positive integer.")
 
 
 def quiet_console(cfg: DictConfig) -> None:
@@ -79,13 +80,9 @@ def save_config(cfg: DictConfig, run: Path, first_start: bool = False) -> None:
     if first_start:
         git = ["git", "-C", str(Path(__file__).parent), "describe", "--always", "--dirty"]
         commit = shutil.which("git") and subprocess.run(git, capture_output=True, text=True)
-        info = {
-            "started": f"{datetime.now().astimezone()}",
-            "command": [sys.executable, *sys.argv],
-            "cwd": os.getcwd(),
-            "git": commit.stdout.strip() if commit and not commit.returncode else None,  # -dirty: changed
-            "python": sys.version,
-            "packages": {d.metadata["Name"]: d.version for d in metadata.distributions()},
-            "machine": f"{socket.gethostname()}, {platform.platform()}, {os.cpu_count()} CPUs",
-        }
+        info = dict(started=f"{datetime.now().astimezone()}", command=[sys.executable, *sys.argv])
+        info["cwd"], info["python"] = os.getcwd(), sys.version
+        info["git"] = commit.stdout.strip() if commit and not commit.returncode else None  # -dirty: changed
+        info["packages"] = {d.metadata["Name"]: d.version for d in metadata.distributions()}
+        info["machine"] = f"{socket.gethostname()}, {platform.platform()}, {os.cpu_count()} CPUs"
         write_json(run / ".hydra" / "run_info.json", info)
