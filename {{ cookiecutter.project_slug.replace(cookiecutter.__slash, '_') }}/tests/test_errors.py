@@ -79,6 +79,7 @@ def test_a_value_left_out_or_of_the_wrong_type_is_named_before_torch_loads(
             "data.image_size=[8, 8, 3]: accepted: [height, width], a size or null",
         ),
         (["data.fold=7"], "data.fold=7: must be null or 0 to 4 (data.num_folds)."),
+        (["data.fold=abc"], "data.fold='abc': must be null or 0 to 4"),  # was: '<=' not supported between ...
         # Found when the data is split (DataModule.setup), still before training: one image in a class,
         (["data=image_folder", "data.root={lonely}"], "only 1 member, which is too few"),
         # and an empty class folder where data.image_size spares reading the first image for its size.

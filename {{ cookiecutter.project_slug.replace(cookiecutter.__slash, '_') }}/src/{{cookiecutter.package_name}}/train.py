@@ -114,7 +114,7 @@ def run_train(cfg: DictConfig) -> float | None:
             OmegaConf.update(cfg, "resume", str(run), force_add=True)
         if (run / "metrics.json").exists():  # said on the console, not in the run's log: it stays as it was
             again = shlex.join([*runs.resume_overrides(run, []), f"pretrained={run}/checkpoints/last.ckpt"])
-            hint = f"nothing to do. Train on from its weights: python train.py {again} trainer.max_epochs=<n>"
+            hint = f"nothing to do. Train on from its weights: python train.py {again}"
             print(f"{run} is finished (it has metrics.json): {hint}", file=sys.stderr)
             return json.loads((run / "metrics.json").read_text()).get(cfg.get("optimized_metric"))
         with runs.held(run), multirun_job(given):

@@ -30,8 +30,8 @@ class LabelledDataModule(L.LightningDataModule):
         if not (0 < val_fraction < 1 and 0 < test_fraction < 1 and val_fraction + test_fraction < 1):
             why = "each must be between 0 and 1, their sum below 1 (to leave training data)"
             raise ValueError(f"data.val_fraction={val_fraction}, data.test_fraction={test_fraction}: {why}.")
-        if fold is not None and not 0 <= fold < num_folds:
-            raise ValueError(f"data.fold={fold}: must be null or 0 to {num_folds - 1} (data.num_folds).")
+        if fold is not None and not (type(fold) is int and 0 <= fold < num_folds):
+            raise ValueError(f"data.fold={fold!r}: must be null or 0 to {num_folds - 1} (data.num_folds).")
         if not isinstance(batch_size, int) or batch_size < 1:
             raise ValueError(f"data.batch_size={batch_size}: must be a positive integer.")
         self.batch_size, self.splits = batch_size, {}
