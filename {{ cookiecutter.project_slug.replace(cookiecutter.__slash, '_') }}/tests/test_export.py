@@ -33,6 +33,8 @@ def test_onnx_runtime_equals_pytorch(exported: dict, batch: int) -> None:
         np.testing.assert_allclose(logits, exported["model"](x).numpy(), atol=1e-5, rtol=1e-5)
     assert exported["metadata"]["class_names"] == exported["model"].class_names
     assert exported["metadata"]["data"]["_target_"].endswith("DataModule")  # how inputs are made
+    if len(shape := exported["metadata"]["input"]["shape"]) == 2:  # a table: its columns in the model's order
+        assert len(exported["metadata"]["data"]["features"]) == shape[1], exported["metadata"]["data"]
 
 
 def test_onnx_model_runs_without_project_code(exported: dict, tmp_path: Path) -> None:
