@@ -9,29 +9,42 @@ import keyword
 import re
 import sys
 
-# Names a project must not take: its own dependencies and the names Python or pytest
-# resolve first. A package named like one of them shadows it on import.
+# Names a project must not take: what it imports (tests/test_names.py checks every import of
+# a project with every option is here), what its dependencies import while it runs, and the
+# names Python or pytest resolve first. A package named like one of them shadows it on import
+# ("pil" too: macOS's file system ignores case).
 RESERVED = {
     "cookiecutter",
+    "dotenv",
     "hydra",
     "lightning",
+    "matplotlib",
     "mlflow",
     "numpy",
     "omegaconf",
+    "onnx",
+    "onnxruntime",
+    "onnxscript",
     "optuna",
+    "pil",
     "pytest",
     "pytorch_lightning",
     "rich",
     "scikit_learn",
+    "scipy",
     "sklearn",
+    "sqlalchemy",
     "src",
+    "submitit",
     "tensorboard",
     "test",
     "tests",
     "torch",
+    "torchdata",
     "torchmetrics",
     "torchvision",
     "wandb",
+    "yaml",
 }
 
 SLUG_RULE = re.compile(r"^[a-z0-9]([a-z0-9._-]*[a-z0-9])?$")

@@ -1,8 +1,10 @@
 """Project, folder and package names: derived from the project name, overridable, validated."""
 
+import ast
 import importlib.util
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -67,6 +69,21 @@ def test_slug_and_package_can_be_overridden(tmp_path: Path) -> None:
 def test_hook_rules_name_the_value(field: str, value: str, message: str) -> None:
     errors = hook.problems({**VALID, field: value})
     assert any(message in error for error in errors), errors
+
+
+def test_every_module_a_project_imports_is_a_name_it_cannot_take(tmp_path: Path) -> None:
+    # The list had fallen behind the dependencies: a project named Torchdata or Dotenv was baked, and its
+    # first training failed on an import of its own package in place of the library.
+    project = bake(tmp_path, hparam_search="both", slurm="true", docker="true")
+    local = {path.stem for path in project.rglob("*.py")} | {"my_project", "hydra_plugins"}
+    imported = set()
+    for path in project.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            names += [node.module] if isinstance(node, ast.ImportFrom) and not node.level else []
+            imported |= {name.split(".")[0] for name in names}
+    outside = {name.lower() for name in imported - local - set(sys.stdlib_module_names)}
+    assert outside and outside <= hook.RESERVED, outside - hook.RESERVED
 
 
 def test_valid_answers_pass_the_hook() -> None:
