@@ -183,6 +183,9 @@ def test_readme_mentions_only_what_was_chosen(project: Path, answers: dict) -> N
     assert ("docker build" in readme) == answers["docker"]
     assert ("pre-commit" in readme) == answers["pre_commit"]
     assert (".github/workflows" in readme) == (answers["ci"] == "github")
+    # Nor do the files beside it: no W&B key without W&B, no MLflow without it (probe 4 found both).
+    assert ("WANDB_API_KEY" in readme + (project / ".env.example").read_text()) == has["wandb"]
+    assert ("mlflow" in (project / "pyproject.toml").read_text().lower()) == has["mlflow"]
     # Every file the README names in its layout exists.
     for name in ("sweeps/", "scripts/slurm/train.sbatch", "Dockerfile", ".pre-commit-config.yaml"):
         if name in readme:
