@@ -59,6 +59,7 @@ def test_predictions_are_the_model_s_on_the_data_s_own_inputs(checkpoint: Path, 
     files = [datamodule.splits["test"].dataset.files[i] for i in datamodule.splits["test"].indices[: len(x)]]
     for i, file in enumerate(files):
         (folder / f"{i:03d}.png").write_bytes(file.read_bytes())
+    (folder / "._000.png").write_bytes(b"\x00\x05\x16\x07 AppleDouble")  # macOS's, beside each file copied
     rows = run_predict(checkpoint, folder, tmp_path / "run")
 {%- else %}
     # The same rows, as a CSV file: the DataModule's transform runs on them in predict.py too.

@@ -68,7 +68,7 @@ class ImageFolderDataModule(LabelledDataModule):
 
     @cached_property
     def images(self) -> list[tuple[Path, int]]:  # every image file (sub-folders too), its class; in order
-        files = [(sorted((self.root / name).rglob("*")), i) for i, name in enumerate(self.class_names)]
+        files = [(sorted((self.root / name).rglob("[!.]*")), i) for i, name in enumerate(self.class_names)]
         found = [(path, label) for paths, label in files for path in paths if path.suffix.lower() in SUFFIXES]
         if empty := sorted(set(self.class_names) - {self.class_names[label] for _, label in found}):
             raise ValueError(f"data.root={str(self.root)!r}: no {'/'.join(SUFFIXES)} files in {empty}.")
