@@ -183,3 +183,13 @@ def test_a_datamodule_of_your_own_that_knows_its_data_only_after_setup(tmp_path:
     with table.open() as file:
         truth = [row["species"] for row in csv.DictReader(file)]
     assert sum(row["class"] == label for row, label in zip(rows, truth, strict=True)) > 0.8 * len(truth)
+
+
+@pytest.mark.slow
+def test_a_table_whose_last_training_batch_would_hold_one_row_trains(tmp_path: Path) -> None:
+    # BatchNorm (the MLP's first layer) cannot train on one sample: 210 training rows in batches of 19 left
+    # one row for the epoch's last batch, and training failed with "Expected more than 1 value per channel".
+    data = ["data=csv", f"data.path={write_table(tmp_path / 'table.csv')}", "data.target=species"]
+    result = run_script("train.py", *data, "model/net=mlp", "data.batch_size=19", *QUICK[:1], cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert metrics(run_dirs(tmp_path / "logs" / "train")[0])["test/acc"] > 0.5

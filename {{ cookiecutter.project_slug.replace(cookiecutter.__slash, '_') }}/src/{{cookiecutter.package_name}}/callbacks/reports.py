@@ -20,9 +20,7 @@ def progress_bar() -> ProgressBar:  # Lightning's rich bar in a terminal; else (
 class EpochLines(ProgressBar):
     """One log line per epoch, nothing redrawn (a ProgressBar, so Lightning adds no bar of its own)."""
 
-    def disable(self) -> None: ...  # Lightning's call on ranks other than 0, which log nothing anyway
-
-    enable = disable
+    enable = disable = lambda self: None  # Lightning's calls, on ranks other than 0: they log nothing  # noqa: E731
 
     def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         if trainer.is_global_zero:

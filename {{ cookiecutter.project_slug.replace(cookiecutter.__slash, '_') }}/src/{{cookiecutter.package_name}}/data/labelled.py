@@ -52,14 +52,16 @@ class LabelledDataModule(L.LightningDataModule):
             train, val = [rest[i] for i in train_at], [rest[i] for i in val_at]
         self.splits = dict(train=Subset(dataset, train), val=Subset(dataset, val), test=Subset(dataset, test))
 
-    def _loader(self, split: str, sampler: type, **options) -> StatefulDataLoader:
+    def _loader(self, split: str, sampling: type, **options) -> StatefulDataLoader:
         # Each rank its share (Lightning keeps these samplers): training in an order the epoch and seed alone
         # set, evaluation each sample once (Lightning's repeats a few). Workers draw no seed from dropout's.
         world, rank = (self.trainer.world_size, self.trainer.global_rank) if self.trainer else (1, 0)
+        sampler = sampling(self.splits[split], world, rank, **options)
         return StatefulDataLoader(
             self.splits[split],
             batch_size=self.batch_size,
-            sampler=sampler(self.splits[split], world, rank, **options),
+            sampler=sampler,
+            drop_last=split == "train" and len(sampler) % self.batch_size == 1,  # BatchNorm trains on 2+
             num_workers=self.hparams.num_workers,
             persistent_workers=self.hparams.num_workers > 0,
             pin_memory=torch.cuda.is_available(),  # page-locked memory: quicker copies to a CUDA GPU
