@@ -109,12 +109,21 @@ def metrics(run: Path) -> dict[str, float]:
     return json.loads((run / "metrics.json").read_text())
 
 
+def logged(run: Path) -> list[tuple]:
+    """What the CSV logger kept, over all of a run's starts: (step, name, value) of each metric."""
+    rows = [row for path in sorted(run.glob("csv/*/metrics.csv")) for row in csv.DictReader(path.open())]
+    return sorted(
+        (row["step"], k, v) for row in rows for k, v in row.items() if v and k not in ("step", "epoch")
+    )
+
+
 def assert_same_run(run: Path, reference: Path) -> None:
-    """The same metrics.json, the same best checkpoint (one: its epoch and score), and in last.ckpt the
-    same weights to the bit."""
+    """The same metrics.json, the same logged history (CSV logger), the same best checkpoint (one: its
+    epoch and score), and in last.ckpt the same weights to the bit."""
     import torch
 
     assert metrics(run) == metrics(reference)
+    assert logged(run) == logged(reference)  # a stop at an epoch's end lost the epoch's train/* metrics
     best = [sorted(p.name for p in r.glob("checkpoints/epoch_*.ckpt")) for r in (run, reference)]
     assert best[0] == best[1] and len(best[0]) == 1, best
     got, expected = (

@@ -24,12 +24,9 @@ def export(cfg: DictConfig) -> Path:
     checkpoint = runs.read_checkpoint(cfg.get("ckpt_path"))
     model = Classifier.load_from_checkpoint(cfg.ckpt_path, map_location="cpu", weights_only=True).eval()
     example = torch.zeros(2, *model.hparams.input_shape)
-    metadata = {
-        "input": {"name": "inputs", "shape": ["batch", *example.shape[1:]], "dtype": str(example.dtype)},
-        "output": {"name": "logits", "shape": ["batch", len(model.class_names)]},
-        "class_names": model.class_names,
-        "data": checkpoint.get("resumable", {}).get("data"),  # how the inputs were made
-    }
+    inputs = {"name": "inputs", "shape": ["batch", *example.shape[1:]], "dtype": str(example.dtype)}
+    metadata = {"input": inputs, "output": {"name": "logits", "shape": ["batch", len(model.class_names)]}}
+    metadata |= {"class_names": model.class_names, "data": checkpoint.get("resumable", {}).get("data")}
     path = Path(cfg.paths.output_dir) / "model.onnx"
     names = {"input_names": ["inputs"], "output_names": ["logits"], "dynamo": True}
     exported = model.to_onnx(None, example, dynamic_shapes=({0: torch.export.Dim("batch")},), **names)

@@ -28,7 +28,7 @@ class Resumable(Checkpoint):
         self.data = OmegaConf.to_container(data, resolve=True) if OmegaConf.is_config(data) else data
         self.metrics, self.rescheduled, self.group = {}, False, None  # rescheduled: resumed, another schedule
 
-    def stop_here(self, trainer: L.Trainer, *hook_args: Any, save: bool = False) -> None:
+    def stop_here(self, trainer: L.Trainer, *hook_args: Any, save: bool = False, late: bool = False) -> None:
         if not save:  # a stage's start, a test batch: Lightning put its own SIGTERM handler in place
             catch_signals()
         stop = len(received)
@@ -42,6 +42,9 @@ class Resumable(Checkpoint):
             job = os.environ["SLURM_JOB_ID"]  # its own id: the array's would requeue every job of it
             done = subprocess.run(["scontrol", "requeue", job], capture_output=True, text=True)
             log.warning(f"scontrol requeue {job}: {done.stderr.strip() or 'the job will continue'}.")
+        if late:  # an epoch's end: Lightning logs the epoch's training metrics after this hook, then stops
+            trainer._signal_connector.received_sigterm = True  # on its own flag (SIGTERMException: train.py)
+            return
         raise Stopped(self.path.parent.parent, f" at step {trainer.global_step}")
 
     def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
@@ -51,7 +54,7 @@ class Resumable(Checkpoint):
             self.data["features"] = getattr(trainer.datamodule, "features", None)
 
     on_sanity_check_end = on_test_batch_end = stop_here  # where stopping loses no training
-    on_train_epoch_end = partialmethod(stop_here, save=True)  # after the epoch's checkpoints
+    on_train_epoch_end = partialmethod(stop_here, save=True, late=True)  # after the epoch's checkpoints
 
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         for config in trainer.lr_scheduler_configs if self.rescheduled else []:  # the new schedule's rate now
