@@ -109,9 +109,14 @@ def metrics(run: Path) -> dict[str, float]:
     return json.loads((run / "metrics.json").read_text())
 
 
+def logged_rows(run: Path) -> list[dict[str, str]]:
+    """The CSV logger's rows, over all of a run's starts (csv/version_0, version_1, ...)."""
+    return [row for path in sorted(run.glob("csv/*/metrics.csv")) for row in csv.DictReader(path.open())]
+
+
 def logged(run: Path) -> list[tuple]:
     """What the CSV logger kept, over all of a run's starts: (step, name, value) of each metric."""
-    rows = [row for path in sorted(run.glob("csv/*/metrics.csv")) for row in csv.DictReader(path.open())]
+    rows = logged_rows(run)
     return sorted(
         (row["step"], k, v) for row in rows for k, v in row.items() if v and k not in ("step", "epoch")
     )

@@ -1,6 +1,5 @@
 """A run directory never lies: resumed with its own config, one process at a time, nothing half-written."""
 
-import csv
 import json
 import math
 import os
@@ -14,7 +13,17 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import QUICK, ROOT, as_command, compose_config, metrics, run_dirs, run_script, stop_at
+from conftest import (
+    QUICK,
+    ROOT,
+    as_command,
+    compose_config,
+    logged_rows,
+    metrics,
+    run_dirs,
+    run_script,
+    stop_at,
+)
 
 from {{ cookiecutter.package_name }}.utils.runs import EXIT_CODE, ConfigError, resume_overrides, run_id
 
@@ -89,7 +98,7 @@ def test_a_reduce_on_plateau_schedule_steps_on_the_validation_loss(tmp_path: Pat
     result = run_script("train.py", *QUICK, *plateau, cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
     (run,) = run_dirs(tmp_path / "logs")
-    rows = [row for path in sorted(run.glob("csv/*/metrics.csv")) for row in csv.DictReader(path.open())]
+    rows = logged_rows(run)
     assert [float(row["lr-AdamW"]) for row in rows if row["lr-AdamW"]] == pytest.approx([3e-3, 3e-4])
 
 
@@ -103,7 +112,7 @@ def test_a_run_stopped_after_its_last_epoch_resumes_longer_on_the_new_schedule(t
     ended = torch.load(run / "checkpoints" / "last.ckpt", weights_only=True)["state_dict"]
     longer = run_script("train.py", f"resume={run}", "trainer.max_epochs=4", cwd=tmp_path)
     assert longer.returncode == 0, longer.stderr[-3000:]
-    rows = [row for path in sorted(run.glob("csv/*/metrics.csv")) for row in csv.DictReader(path.open())]
+    rows = logged_rows(run)
     rates = [float(row["lr-AdamW"]) for row in rows if row["lr-AdamW"]]
     assert rates == pytest.approx([0.003, 0.0015, 0.0015, 0.003 * (1 + math.cos(math.pi * 3 / 4)) / 2])
     last = torch.load(run / "checkpoints" / "last.ckpt", weights_only=True)
@@ -129,7 +138,7 @@ def test_a_resume_with_fewer_epochs_than_done_is_refused_and_any_schedule_resume
     assert {k: v for k, v in snapshot(run).items() if k != "train.log"} == before  # config, overrides, logs
     resumed = run_script("train.py", f"resume={run}", cwd=tmp_path)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
-    rows = [row for path in sorted(run.glob("csv/*/metrics.csv")) for row in csv.DictReader(path.open())]
+    rows = logged_rows(run)
     rates = [float(row["lr-AdamW"]) for row in rows if row.get("lr-AdamW")]  # both starts
     assert rates == pytest.approx([3e-3, 3e-3, 3e-4, 3e-5])
 
