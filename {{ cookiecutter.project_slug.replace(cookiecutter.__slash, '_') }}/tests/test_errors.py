@@ -40,6 +40,7 @@ def assert_clear_error(result, *expected: str) -> None:
         ("trainer.max_epochs=0", "trainer.max_epochs=0: accepted: a positive integer"),
         ("trainer.max_epochs=-1", "trainer.max_epochs=-1: accepted: a positive integer"),
         ("trainer.accumulate_grad_batches=0", "accumulate_grad_batches=0: accepted: a positive integer"),
+        ("extras.float32_matmul_precision=exact", "precision='exact': accepted: highest, high, medium"),
         ("train=maybe", "train='maybe': expected true or false"),
         ("train=false", "train=false tests the checkpoint at ckpt_path: pass ckpt_path=<a .ckpt file>"),
         ("experiment=finetune", "pretrained: required to fine-tune"),

@@ -50,23 +50,26 @@ def check_types(cfg: DictConfig, overrides: list[str]) -> None:
 
 
 def quiet_console(cfg: DictConfig) -> None:
-    """Known upstream noise off the console, at its source; Lightning's handler too (Hydra's prints all)."""
+    """Known upstream noise off the console, at its source (Lightning's handler too); matmul precision."""
+    if (precision := cfg.extras.float32_matmul_precision) not in ("highest", "high", "medium"):
+        raise ConfigError(f"extras.float32_matmul_precision={precision!r}: accepted: highest, high, medium.")
     gc.disable()  # while torch, Lightning and W&B load: the collector scanned them 8 times (1.3 s)
     import lightning  # noqa: F401
 
-    logging.getLogger("lightning").handlers.clear()
-    rank_zero = logging.getLogger("lightning.pytorch.utilities.rank_zero")
-    rank_zero.addFilter(lambda record: "💡 Tip" not in record.getMessage())  # adverts: litlogger, litmodels
+    logging.getLogger("lightning").handlers.clear()  # and below, Lightning's 💡 tips: adverts
+    logging.getLogger("lightning.pytorch.utilities.rank_zero").addFilter(lambda r: "💡" not in r.getMessage())
     # torch 2.13 deprecates what Lightning 2.6 and torchdata 0.11 still call.
     warnings.filterwarnings("ignore", message=r"`isinstance\(treespec, LeafSpec\)`|'set_vital' is deprecated")
     warnings.filterwarnings("ignore", message="The `srun` command is available")  # SLURM here, not a job
     warnings.filterwarnings("ignore", message="Checkpoint directory .* not empty|The dirpath has")  # resumes
     warnings.filterwarnings("ignore", message="The provided params to be frozen")  # fine-tuning, train_bn
     warnings.filterwarnings("ignore", message="The number of training batches")  # epoch metrics log anyway
+    warnings.filterwarnings("ignore", message="The '.*' does not have many workers")  # 0: our default
 {%- if cookiecutter.__wandb == 'True' %}
     if "wandb" in (cfg.get("logger") or {}):  # W&B warns of Lightning's `anonymous` unless set up first
         __import__("wandb").setup()  # silently: WANDB_SILENT, in configs/hydra/default.yaml
 {%- endif %}
+    __import__("torch").set_float32_matmul_precision(precision)  # on CUDA GPUs (Ampere or newer) alone
     if not gc.get_freeze_count():  # a process's first job: what has loaded is never scanned again
         gc.freeze()
     gc.enable()

@@ -3,11 +3,11 @@
 import json
 import logging
 import os
-import statistics
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from statistics import fmean, stdev
 from typing import Any
 
 import yaml
@@ -47,9 +47,8 @@ class MultirunSummary(Callback):
             overrides = yaml.safe_load((f.parent / ".hydra" / "overrides.yaml").read_text())
             jobs.append({"dir": f.parent.name, "overrides": overrides, "metrics": json.loads(f.read_text())})
         for key in sorted({key for job in jobs for key in job["metrics"]}):
-            if found := [v for job in jobs if isinstance(v := job["metrics"].get(key), float)]:
-                std = statistics.stdev(found) if len(found) > 1 else 0.0
-                spread[key] = {"mean": statistics.fmean(found), "std": std, "n": len(found)}
+            if seen := [v for job in jobs if isinstance(v := job["metrics"].get(key), float)]:
+                spread[key] = {"mean": fmean(seen), "std": stdev(seen) if seen[1:] else 0.0, "n": len(seen)}
         tests = ", ".join(f"{k} {v['mean']:.4f} ± {v['std']:.4f}" for k, v in spread.items() if "test" in k)
         write_json(sweep / "summary.json", {"jobs": jobs, "metrics": spread})
         log.info(f"{len(jobs)} jobs; {tests or 'no test metrics'}. Summary: {sweep / 'summary.json'}")

@@ -1,5 +1,4 @@
-"""A run's life: its directory, who holds it, how it stops, and from where it continues. No torch at
-import: the entry points use it before the heavy imports, and the configs resolve with it."""
+"""A run's life: its directory, who holds it, how it stops, where it continues; no torch at import."""
 
 import json
 import logging
