@@ -211,7 +211,8 @@ def test_a_kill_after_the_last_epoch_keeps_the_best_validation_accuracy(tmp_path
 
 @pytest.mark.slow
 def test_a_second_ctrl_c_stops_at_once(tmp_path: Path) -> None:
-    env = {**os.environ, "PYTHONPATH": f"{ROOT / 'src'}:{ROOT / 'tests'}", "PROJECT_ROOT": str(tmp_path)}
+    path = os.pathsep.join([str(ROOT / "src"), str(ROOT / "tests"), os.environ.get("PYTHONPATH", "")])
+    env = {**os.environ, "PYTHONPATH": path, "PROJECT_ROOT": str(tmp_path)}
     stall = ["+callbacks.stall._target_=signal_helpers.Stall", "+callbacks.stall.dirpath=${paths.output_dir}"]
     command = [sys.executable, ROOT / "train.py", *QUICK, *stall]
     process = subprocess.Popen(
