@@ -3,7 +3,6 @@ value of the wrong type or a run in use answers at once; torch and Lightning loa
 
 import json
 import logging
-import math
 import shlex
 import shutil
 import sys
@@ -81,7 +80,7 @@ def train(cfg: DictConfig, overrides: list[str] | None = None) -> dict[str, floa
     for logger in trainer.loggers:  # end the logger's run (W&B): a multirun's next job starts its own
         getattr(logger.experiment, "finish", lambda: None)()
     if trainer.is_global_zero:
-        finite = {key: value if math.isfinite(value) else None for key, value in metrics.items()}
+        finite = {key: value if abs(value) < float("inf") else None for key, value in metrics.items()}
         runs.write_json(run / "metrics.json", finite)
         log.info(f"{', '.join(f'{k} {v:.4f}' for k, v in metrics.items() if 'test/' in k) or 'Done'}: {run}")
     return metrics

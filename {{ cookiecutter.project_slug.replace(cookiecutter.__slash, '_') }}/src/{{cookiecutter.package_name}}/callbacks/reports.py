@@ -53,8 +53,9 @@ class TestReport(L.Callback):
         fig, ax = self.matrix.plot(counts, labels=names)
         fig.set_size_inches(1.5 + 0.5 * len(names), 1.2 + 0.5 * len(names))
         fig.savefig(png := self.dirpath / "confusion_matrix.png", dpi=100, bbox_inches="tight")
-        for logger in trainer.loggers:  # W&B's has log_image
-            getattr(logger, "log_image", lambda **_: None)(key="test/confusion_matrix", images=[str(png)])
+        for logger in trainer.loggers:
+            if hasattr(logger, "log_image"):  # W&B
+                logger.log_image(key="test/confusion_matrix", images=[str(png)])
 {%- if cookiecutter.logger == 'tensorboard' %}
             elif hasattr(logger.experiment, "add_figure"):  # TensorBoard
                 logger.experiment.add_figure("test/confusion_matrix", fig)
