@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from conftest import best_checkpoint, compose_config
+from conftest import best_checkpoint, compose_config, run_script
 
 from {{ cookiecutter.package_name }}.export import export
 from {{ cookiecutter.package_name }}.models.classifier import Classifier
@@ -21,6 +21,17 @@ def exported(trained_run: tuple[Path, dict[str, float]], tmp_path_factory: pytes
     path = export(compose_config("export", tmp_path_factory.mktemp("onnx"), [f"ckpt_path={checkpoint}"]))
     model = Classifier.load_from_checkpoint(checkpoint, map_location="cpu", weights_only=True).eval()
     return {"path": path, "model": model, "metadata": json.loads(path.with_name("model.json").read_text())}
+
+
+def test_the_export_command_says_where_the_model_is_and_nothing_else(
+    trained_run: tuple[Path, dict[str, float]], tmp_path: Path
+) -> None:
+    # It printed 25 lines: torch's exporter's steps and each torchvision operator it skipped, the passes
+    # of the ONNX optimizer.
+    result = run_script("export.py", f"ckpt_path={best_checkpoint(trained_run[0])}", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    (line,) = (result.stdout + result.stderr).splitlines()
+    assert line.endswith("model.onnx") and "Exported: " in line
 
 
 @pytest.mark.parametrize("batch", [1, 7])

@@ -8,7 +8,16 @@ import torch
 from conftest import best_checkpoint, compose_config
 from test_configs import options
 
+from {{ cookiecutter.package_name }}.models.classifier import Classifier
 from {{ cookiecutter.package_name }}.train import train
+
+
+class TakesPlainValues(torch.nn.Linear):
+    """A user's net that hands its arguments to torch as they come (torch refuses OmegaConf's lists)."""
+
+    def __init__(self, input_shape: list[int], num_classes: int, sizes: list[int]) -> None:
+        super().__init__(torch.zeros(input_shape).numel(), num_classes)
+        assert type(input_shape) is list and type(sizes) is list, (type(input_shape), type(sizes))
 
 
 @pytest.mark.parametrize("net", options("model/net"))
@@ -17,6 +26,14 @@ def test_net_maps_any_input_shape_to_logits(net: str, shape: tuple, classes: int
     cfg = compose_config("train", tmp_path, [f"model/net={net}"])
     model = hydra.utils.instantiate(cfg.model, num_classes=classes, input_shape=list(shape))
     assert model(torch.rand(5, *shape)).shape == (5, classes)
+
+
+def test_a_net_gets_its_arguments_as_plain_python_values(tmp_path: Path) -> None:
+    # input_shape and a list of its own config came as OmegaConf ListConfigs: torch.zeros refused one.
+    net = {"_target_": "test_models.TakesPlainValues", "sizes": [4, 2]}
+    optimizer = {"_target_": "torch.optim.Adam", "_partial_": True}
+    model = Classifier(net=net, optimizer=optimizer, num_classes=3, input_shape=[1, 8, 8])
+    assert model(torch.rand(2, 64)).shape == (2, 3)
 
 
 @pytest.mark.parametrize("net", options("model/net"))

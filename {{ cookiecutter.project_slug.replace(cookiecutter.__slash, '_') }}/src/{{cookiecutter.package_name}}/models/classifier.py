@@ -3,9 +3,9 @@
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import hydra
 import lightning as L
 import torch
+from hydra.utils import instantiate
 from torch import Tensor, nn
 from torchmetrics import MaxMetric, MeanMetric, MetricCollection
 from torchmetrics.classification import MulticlassAccuracy, MulticlassF1Score
@@ -27,7 +27,7 @@ class Classifier(L.LightningModule):
         super().__init__()
         self.save_hyperparameters(logger=False)  # train.py logs the whole config
         self.class_names = list(class_names or map(str, range(num_classes)))
-        self.net = hydra.utils.instantiate(net, input_shape=input_shape, num_classes=num_classes)
+        self.net = instantiate(net, input_shape=input_shape, num_classes=num_classes, _convert_="all")
         self.criterion = nn.CrossEntropyLoss()
         acc, f1 = MulticlassAccuracy(num_classes, average="micro"), MulticlassF1Score(num_classes)
         metrics = MetricCollection({"acc": acc, "f1": f1})
@@ -49,8 +49,8 @@ class Classifier(L.LightningModule):
         x, y = batch
         logits = self(x)
         loss = self.criterion(logits, y)
-        self.train_loss(loss, len(y))  # weighted by the batch size: a mean over samples
-        self.train_metrics(logits, y)
+        self.train_loss.update(loss, len(y))  # weighted by the batch size: a mean over samples
+        self.train_metrics.update(logits, y)  # logged per epoch: no value of each batch is computed
         self.log("train/loss", self.train_loss, on_step=False, on_epoch=True, prog_bar=True)
         self.log_dict(self.train_metrics, on_step=False, on_epoch=True, prog_bar=True)
         return loss
@@ -58,8 +58,8 @@ class Classifier(L.LightningModule):
     def validation_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> None:
         x, y = batch
         logits = self(x)
-        self.val_loss(self.criterion(logits, y), len(y))
-        self.val_metrics(logits, y)
+        self.val_loss.update(self.criterion(logits, y), len(y))
+        self.val_metrics.update(logits, y)
         self.log("val/loss", self.val_loss, on_step=False, on_epoch=True, prog_bar=True)
         self.log_dict(self.val_metrics, on_step=False, on_epoch=True, prog_bar=True)
 
@@ -71,8 +71,8 @@ class Classifier(L.LightningModule):
     def test_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> Tensor:
         x, y = batch
         logits = self(x)
-        self.test_loss(self.criterion(logits, y), len(y))
-        self.test_metrics(logits, y)
+        self.test_loss.update(self.criterion(logits, y), len(y))
+        self.test_metrics.update(logits, y)
         self.log("test/loss", self.test_loss, on_step=False, on_epoch=True)
         self.log_dict(self.test_metrics, on_step=False, on_epoch=True)
         return logits  # for the confusion matrix (callbacks/reports.py)
@@ -82,8 +82,8 @@ class Classifier(L.LightningModule):
 
     def configure_optimizers(self) -> Any:
         params = [p for p in self.parameters() if p.requires_grad]  # frozen ones join when thawed
-        optimizer = hydra.utils.instantiate(self.hparams.optimizer, params=params)
+        optimizer = instantiate(self.hparams.optimizer, params=params)
         if not self.hparams.scheduler:
             return optimizer
-        scheduler = hydra.utils.instantiate(self.hparams.scheduler, optimizer=optimizer)
+        scheduler = instantiate(self.hparams.scheduler, optimizer=optimizer)
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "monitor": "val/loss"}}
