@@ -105,6 +105,14 @@ def test_python_s_collector_is_on_again_once_the_libraries_have_loaded() -> None
     assert gc.isenabled() and gc.get_freeze_count() > 0
 
 
+def test_callbacks_given_to_the_trainer_run_too(tmp_path: Path) -> None:
+    # Lightning's own way, `+trainer.callbacks=[...]`, was dropped without a word: train.py passed the
+    # callbacks group's alone.
+    signal = f"_target_:signal_helpers.SendSignal,dirpath:'{tmp_path}',hook:on_test_batch_end"
+    result = run_script("train.py", *QUICK, "+trainer.callbacks=[{" + signal + "}]", cwd=tmp_path)
+    assert (tmp_path / ".signal-sent").exists() and result.returncode == 75, result.stderr[-3000:]
+
+
 def test_a_machine_of_many_cores_adds_no_warning(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # Lightning's advice of more loader workers comes with 3 cores or more: never seen on a CI of 2, it was
     # three lines of every run on a GPU machine of 16. A warning that must show: say why, and allow it here.

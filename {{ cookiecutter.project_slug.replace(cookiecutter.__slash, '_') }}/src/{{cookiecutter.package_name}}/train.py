@@ -48,7 +48,8 @@ def train(cfg: DictConfig, overrides: list[str] | None = None) -> dict[str, floa
     if cfg.compile.enabled:  # in place, forward only: checkpoint keys stay the same
         model.compile(backend=cfg.compile.backend, mode=cfg.compile.mode)
     loggers = [hydra.utils.instantiate(c) for c in (cfg.get("logger") or {}).values() if c]
-    callbacks = [hydra.utils.instantiate(c) for c in (cfg.get("callbacks") or {}).values() if c]
+    configs = [*(cfg.get("callbacks") or {}).values(), *(cfg.trainer.get("callbacks") or [])]
+    callbacks = [hydra.utils.instantiate(c) for c in configs if c]  # the trainer's own too (Lightning's way)
     if not loggers and any(type(c).__name__ == "LearningRateMonitor" for c in callbacks):
         log.info("No logger: the learning rate monitor is left out.")
         callbacks = [c for c in callbacks if type(c).__name__ != "LearningRateMonitor"]

@@ -5,7 +5,6 @@ import logging
 import os
 import platform
 import shutil
-import socket
 import subprocess
 import sys
 import warnings
@@ -87,5 +86,5 @@ def save_config(cfg: DictConfig, run: Path, first_start: bool = False) -> None:
         info["cwd"], info["python"] = os.getcwd(), sys.version
         info["git"] = commit.stdout.strip() if commit and not commit.returncode else None  # -dirty: changed
         info["packages"] = {d.metadata["Name"]: d.version for d in metadata.distributions()}
-        info["machine"] = f"{socket.gethostname()}, {platform.platform()}, {os.cpu_count()} CPUs"
+        info["machine"] = f"{platform.node()}, {platform.platform()}, {os.cpu_count()} CPUs"
         write_json(run / ".hydra" / "run_info.json", info)
