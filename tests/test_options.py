@@ -32,8 +32,8 @@ train.py {pkg}/__init__.py {pkg}/train.py {pkg}/eval.py {pkg}/predict.py {pkg}/e
 {cfg}/trainer/cpu.yaml {cfg}/trainer/default.yaml {cfg}/trainer/gpu.yaml {cfg}/trainer/mps.yaml
 tests/conftest.py tests/signal_helpers.py tests/test_configs.py tests/test_crossval.py tests/test_data.py
 tests/test_errors.py tests/test_eval.py tests/test_export.py tests/test_finetune.py tests/test_gpu.py
-tests/test_loggers.py tests/test_models.py tests/own_datamodule.py tests/test_own_data.py tests/test_predict.py
-tests/test_resume.py tests/test_runs.py tests/test_scaling.py tests/test_train.py
+tests/test_loggers.py tests/test_models.py tests/own_datamodule.py tests/test_own_data.py
+tests/test_predict.py tests/test_resume.py tests/test_runs.py tests/test_scaling.py tests/test_train.py
 """
 
 
