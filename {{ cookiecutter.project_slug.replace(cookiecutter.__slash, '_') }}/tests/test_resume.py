@@ -75,13 +75,14 @@ def test_a_run_moved_while_stopped_resumes_where_it_is_now(
 
 # Lightning's options that shape the epoch, each with state a stop in its middle must keep: gradients
 # summed over batches (the stop waits for the optimizer's step), a validation before the epoch's end, the
-# last validation's metrics in an epoch without one; and loader workers (data.num_workers, which the
-# config advises raising), each ahead of the step. Each with the training step the stop comes before.
+# last validation's metrics in an epoch without one; and loader workers (data.num_workers, which the config
+# advises raising), fetching ahead: in a second epoch they fetched the first epoch's order (a probe's find).
+# Each with the training step the stop comes before.
 LOOPS = {
     "accumulated gradients": (["trainer.accumulate_grad_batches=3"], 2),
     "mid-epoch validation": (["+trainer.val_check_interval=2"], 2),
     "validation every other epoch": (["trainer.check_val_every_n_epoch=2", "trainer.max_epochs=3"], 10),
-    "loader workers": (["data.num_workers=2"], 2),
+    "loader workers": (["data.num_workers=2"], 6),
 }
 
 

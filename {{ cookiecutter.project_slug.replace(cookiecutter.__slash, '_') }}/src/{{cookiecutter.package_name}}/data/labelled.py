@@ -53,10 +53,10 @@ class LabelledDataModule(L.LightningDataModule):
         self.splits = dict(train=Subset(dataset, train), val=Subset(dataset, val), test=Subset(dataset, test))
 
     def _loader(self, split: str, sampling: type, **options) -> StatefulDataLoader:
-        # Each rank its share (Lightning keeps these samplers): training in an order the epoch and seed alone
-        # set, evaluation each sample once (Lightning's repeats a few). Workers draw no seed from dropout's.
-        world, rank = (self.trainer.world_size, self.trainer.global_rank) if self.trainer else (1, 0)
-        sampler = sampling(self.splits[split], world, rank, **options)
+        # Each rank its share (Lightning keeps these samplers): training in an order its epoch (set here:
+        # workers fetch before Lightning sets it) and seed set; evaluation once each. No dropout seed drawn.
+        n, rank, epoch = (t.world_size, t.global_rank, t.current_epoch) if (t := self.trainer) else (1, 0, 0)
+        (sampler := sampling(self.splits[split], n, rank, **options)).set_epoch(epoch)
         return StatefulDataLoader(
             self.splits[split],
             batch_size=self.batch_size,
