@@ -46,6 +46,13 @@ def stop_at(hook: str, **options: object) -> list[str]:
     return [f"+callbacks.signal.{key}={value}" for key, value in {**settings, **options}.items()]
 
 
+def trainer_stop_at(hook: str, dirpath: Path) -> str:
+    """The same signal, as Lightning takes a callback: `+trainer.callbacks=[...]` (eval.py and predict.py
+    have no callbacks group); the marker file in `dirpath`."""
+    signal = f"_target_:signal_helpers.SendSignal,dirpath:'{dirpath}',hook:{hook}"
+    return "+trainer.callbacks=[{" + signal + "}]"
+
+
 def pytest_configure(config: pytest.Config) -> None:
     """Under pytest-xdist (make test) the workers share the cores: one torch thread pool each."""
     if workers := int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0")):

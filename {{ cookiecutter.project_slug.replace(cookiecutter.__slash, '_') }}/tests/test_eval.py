@@ -4,7 +4,16 @@ training run tested it."""
 from pathlib import Path
 
 import pytest
-from conftest import NOISE, as_command, best_checkpoint, compose_config, metrics, run_dirs, run_script
+from conftest import (
+    NOISE,
+    as_command,
+    best_checkpoint,
+    compose_config,
+    metrics,
+    run_dirs,
+    run_script,
+    trainer_stop_at,
+)
 
 from {{ cookiecutter.package_name }}.eval import evaluate
 from {{ cookiecutter.package_name }}.utils.runs import EXIT_CODE
@@ -42,9 +51,8 @@ def test_eval_stopped_by_a_signal_exits_75_and_writes_no_metrics(
 ) -> None:
     # Lightning ends a test on SIGTERM with exit status 0: a preempted job would pass for complete.
     run, _ = trained_run
-    signal = f"_target_:signal_helpers.SendSignal,dirpath:'{tmp_path}',hook:on_test_batch_end"
     checkpoint = f"ckpt_path={best_checkpoint(run)}"
-    stopped = run_script("eval.py", checkpoint, "+trainer.callbacks=[{" + signal + "}]", cwd=tmp_path)
+    stopped = run_script("eval.py", checkpoint, trainer_stop_at("on_test_batch_end", tmp_path), cwd=tmp_path)
     assert stopped.returncode == EXIT_CODE, stopped.stderr[-3000:]
     (eval_run,) = run_dirs(tmp_path / "logs" / "eval")
     assert not (eval_run / "metrics.json").exists()

@@ -6,7 +6,17 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from conftest import as_command, best_checkpoint, compose_config, run_dirs, run_script{{ ", write_image_folder" if cookiecutter.example == "digits" }}
+from conftest import (
+    as_command,
+    best_checkpoint,
+    compose_config,
+    run_dirs,
+    run_script,
+{%- if cookiecutter.example == "digits" %}
+    trainer_stop_at,
+    write_image_folder,
+{%- endif %}
+)
 
 from {{ cookiecutter.package_name }}.eval import model_and_data
 from {{ cookiecutter.package_name }}.predict import predict, read_inputs
@@ -32,8 +42,11 @@ def test_predict_signalled_midway_exits_0_only_with_every_prediction(
 ) -> None:
     # Lightning ends its test loop on SIGTERM with status 0 (eval.py makes it 75); its predict loop goes on.
     images = write_image_folder(tmp_path / "images")  # 120 images: two batches, the signal after the first
-    signal = f"_target_:signal_helpers.SendSignal,dirpath:'{tmp_path}',hook:on_predict_batch_end"
-    command = [f"ckpt_path={checkpoint}", f"input={images}", "+trainer.callbacks=[{" + signal + "}]"]
+    command = [
+        f"ckpt_path={checkpoint}",
+        f"input={images}",
+        trainer_stop_at("on_predict_batch_end", tmp_path),
+    ]
     result = run_script("predict.py", *command, cwd=tmp_path)
     assert (tmp_path / ".signal-sent").exists()
     predictions = run_dirs(tmp_path / "logs" / "predict")[0] / "predictions.csv"

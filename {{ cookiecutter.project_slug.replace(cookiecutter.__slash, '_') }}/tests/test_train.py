@@ -9,7 +9,7 @@ import warnings
 from pathlib import Path
 
 import pytest
-from conftest import NOISE, QUICK, ROOT, compose_config, metrics, run_dirs, run_script
+from conftest import NOISE, QUICK, ROOT, compose_config, metrics, run_dirs, run_script, trainer_stop_at
 from omegaconf import OmegaConf
 
 METRIC_KEYS = {f"{stage}/{name}" for stage in ("train", "val", "test") for name in ("loss", "acc", "f1")}
@@ -108,8 +108,7 @@ def test_python_s_collector_is_on_again_once_the_libraries_have_loaded() -> None
 def test_callbacks_given_to_the_trainer_run_too(tmp_path: Path) -> None:
     # Lightning's own way, `+trainer.callbacks=[...]`, was dropped without a word: train.py passed the
     # callbacks group's alone.
-    signal = f"_target_:signal_helpers.SendSignal,dirpath:'{tmp_path}',hook:on_test_batch_end"
-    result = run_script("train.py", *QUICK, "+trainer.callbacks=[{" + signal + "}]", cwd=tmp_path)
+    result = run_script("train.py", *QUICK, trainer_stop_at("on_test_batch_end", tmp_path), cwd=tmp_path)
     assert (tmp_path / ".signal-sent").exists() and result.returncode == 75, result.stderr[-3000:]
 
 

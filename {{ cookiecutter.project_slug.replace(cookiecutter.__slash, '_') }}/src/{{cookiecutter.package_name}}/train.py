@@ -75,7 +75,7 @@ def train(cfg: DictConfig, overrides: list[str] | None = None) -> dict[str, floa
             trainer.test(model, datamodule=datamodule, ckpt_path=best or None, verbose=False)
             metrics.update(trainer.callback_metrics)
     except SIGTERMException:  # Lightning's stop (exit status 0): at an epoch's end, or before Resumable's
-        raise runs.Stopped(run, f" at step {trainer.global_step}") from None
+        raise runs.Stopped(run, trainer.global_step) from None
     # Results only: the learning rate (lr-*) is a setting, and stays in the logs. JSON has no NaN: null.
     metrics = {key: float(value) for key, value in sorted(metrics.items()) if not key.startswith("lr-")}
     for logger in trainer.loggers:  # end the logger's run (W&B): a multirun's next job starts its own

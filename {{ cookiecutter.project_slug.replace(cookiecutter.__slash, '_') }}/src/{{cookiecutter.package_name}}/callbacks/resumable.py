@@ -45,7 +45,7 @@ class Resumable(Checkpoint):
         if late:  # an epoch's end: Lightning logs the epoch's training metrics after this hook, then stops
             trainer._signal_connector.received_sigterm = True  # on its own flag (SIGTERMException: train.py)
             return
-        raise Stopped(self.path.parent.parent, f" at step {trainer.global_step}")
+        raise Stopped(self.path.parent.parent, trainer.global_step)
 
     def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
         if trainer.world_size > 1 and self.group is None:

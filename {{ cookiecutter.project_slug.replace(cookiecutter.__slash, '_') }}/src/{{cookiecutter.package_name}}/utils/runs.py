@@ -40,11 +40,11 @@ class TrainingError(CompactHydraException):
 class Stopped(SystemExit):
     """A resumable stop: EXIT_CODE (other ranks 0: Lightning's DDP launcher kills rank 0 if one errs)."""
 
-    def __init__(self, run: Path, where: str = "") -> None:
+    def __init__(self, run: Path, step: int) -> None:
         super().__init__(EXIT_CODE if launched_as_rank_zero() else 0)
         again = f"-m <same overrides> hydra.sweep.dir={run.parent}" if multirun_name() else f"resume={run}"
         if launched_as_rank_zero():
-            log.warning(f"Stopped{where}, exit status {EXIT_CODE}. Continue: python train.py {again}")
+            log.warning(f"Stopped at step {step}, exit status {EXIT_CODE}. Continue: python train.py {again}")
 
 
 @contextmanager
