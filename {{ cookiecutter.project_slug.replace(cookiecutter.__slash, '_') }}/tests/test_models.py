@@ -56,6 +56,8 @@ def test_fast_dev_run_of_each_experiment(
 @pytest.mark.parametrize("debug", [o for o in options("debug") if o not in ("default", "overfit")])
 def test_each_debug_config_runs(debug: str, tmp_path: Path) -> None:
     assert "test/acc" in train(compose_config("train", tmp_path, [f"debug={debug}", "logger=[]"]))
+    if debug == "profiler":  # its table, hundreds of lines wide, in the run directory, not on the console
+        assert "run_training_epoch" in (tmp_path / "fit-profile.txt").read_text()
 
 
 @pytest.mark.slow
