@@ -108,11 +108,11 @@ def test_a_csv_table_trains_evaluates_and_predicts(tmp_path: Path) -> None:
     with table.open() as file:
         truth = [row["species"] for row in csv.DictReader(file)]
     assert sum(row["class"] == label for row, label in zip(rows, truth, strict=True)) > 0.8 * len(truth)
-    # Exported, it takes the columns in the order model.json gives (sorted by name, not the file's).
+    # Exported, it takes the columns in the order model.json gives: the file's (a sequence stays one).
     assert run_script("export.py", f"ckpt_path={checkpoint}", cwd=tmp_path).returncode == 0
     (exported,) = run_dirs(tmp_path / "logs" / "export")
     served = json.loads((exported / "model.json").read_text())
-    assert (features := served["data"]["features"]) == ["depth", "height", "mass", "width"]
+    assert (features := served["data"]["features"]) == ["width", "height", "depth", "mass"]
     with table.open() as file:
         x = np.array([[float(row[name]) for name in features] for row in csv.DictReader(file)], np.float32)
     (logits,) = onnxruntime.InferenceSession(str(exported / "model.onnx")).run(None, {"inputs": x})

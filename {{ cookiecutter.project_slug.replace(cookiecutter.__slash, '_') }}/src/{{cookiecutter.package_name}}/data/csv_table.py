@@ -14,7 +14,7 @@ from {{ cookiecutter.package_name }}.data.labelled import LabelledDataModule
 
 class CSVDataModule(LabelledDataModule):
     """Rows of `path`, with a header: the `target` column holds the class (text or a number), the
-    `features` columns (null: all the others, sorted by name, whatever a file's order) numbers."""
+    `features` columns (null: all the others, in the file's order: a sequence stays one) numbers."""
 
     def __init__(self, path: str, target: str, features: Sequence[str] | None = None, **options) -> None:
         super().__init__(**options)
@@ -36,7 +36,7 @@ class CSVDataModule(LabelledDataModule):
 
     @property
     def features(self) -> list[str]:
-        return list(self.chosen or sorted(c for c in self.rows[0] if c != self.target))
+        return list(self.chosen or (c for c in self.rows[0] if c != self.target))
 
     @cached_property
     def class_names(self) -> list[str]:
