@@ -217,6 +217,18 @@ def test_a_finished_job_requeued_does_nothing_and_exits_0(cluster: Cluster, ddp_
     assert {p: p.read_bytes() for p in [run / "metrics.json", *(run / "checkpoints").iterdir()]} == before
 
 
+@pytest.mark.slow
+@pytest.mark.slurm
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a node without a GPU")
+def test_a_job_that_asks_for_a_gpu_on_a_node_without_one_fails_rather_than_train_on_its_cpus(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    job_id = sbatch(cluster, tmp_path, "trainer=gpu")
+    record, output = cluster.wait(job_id), job_output(tmp_path, job_id)
+    assert ended(record)[:2] == ("FAILED", "1:0"), output[-3000:]
+    assert "No supported gpu backend found" in output and not list(tmp_path.rglob("*.ckpt"))
+
+
 # The first is the default learning rate: its job trains as `one_process` does.
 SWEPT = ("model.optimizer.lr=0.003", "model.optimizer.lr=0.001")
 
