@@ -159,8 +159,8 @@ class OptunaSweeper(Sweeper):
                 tell(study, trial, TrialState.FAIL)
             numbers = ", ".join(str(trial.number) for trial in trials)
             log.warning(
-                f"Search stopped: the same command continues the study (trial {numbers} counts as failed; "
-                "resume=<its directory> would train it outside the study)."
+                f"Search stopped: the same command continues the study with new trials; trial {numbers}, cut "
+                "short, counts as failed and is not continued (resume=<its directory> would, outside the study)."
             )
             raise
         finally:
