@@ -26,6 +26,7 @@ CONFIG_MODULE = "{{ cookiecutter.package_name }}.configs"
 # "-packages/": any library's warning (Lightning's print the file that warns, not the category).
 NOISE = ("litlogger", "anonymous setting", "LeafSpec", "srun", "set_vital", "Traceback", "Warning")
 NOISE += ("`weights_only` was not set", "exists and is not empty", "💡", "-packages/")
+NOISE += ("it/s",)  # a progress bar drawn into a file (its rate): off a terminal, log lines alone
 # On the CPU: these runs are compared to the bit, and a GPU's kernels vary from run to run (two runs of
 # seed 0 on an H100 differed in the fifth digit); tests/test_gpu.py trains on the GPU.
 QUICK = (
@@ -47,10 +48,10 @@ def stop_at(hook: str, **options: object) -> list[str]:
 
 
 def trainer_stop_at(hook: str, dirpath: Path) -> str:
-    """The same signal, as Lightning takes a callback: `+trainer.callbacks=[...]` (eval.py and predict.py
-    have no callbacks group); the marker file in `dirpath`."""
+    """The same signal, as Lightning takes a callback: `++trainer.callbacks=[...]` (eval.py and predict.py
+    have no callbacks group; theirs are in trainer.callbacks, replaced); the marker file in `dirpath`."""
     signal = f"_target_:signal_helpers.SendSignal,dirpath:'{dirpath}',hook:{hook}"
-    return "+trainer.callbacks=[{" + signal + "}]"
+    return "++trainer.callbacks=[{" + signal + "}]"
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -30,6 +30,9 @@ def test_eval_reproduces_the_test_metrics_of_training(
     for key in ("test/acc", "test/f1", "test/loss"):
         assert result[key] == pytest.approx(trained[key], abs=1e-6)
     assert metrics(tmp_path) == result
+    # The same per-class table and confusion matrix as the training run's test, in eval's run directory.
+    assert (tmp_path / "test_per_class.csv").read_text() == (run / "test_per_class.csv").read_text()
+    assert (tmp_path / "confusion_matrix.png").read_bytes().startswith(b"\x89PNG")
 
 
 def test_train_false_tests_the_checkpoint_at_ckpt_path(

@@ -10,6 +10,7 @@ import numpy as np
 import onnxruntime
 import pytest
 from conftest import (
+    NOISE,
     QUICK,
     ROOT,
     assert_same_run,
@@ -38,6 +39,7 @@ def trained(tmp_path: Path, *data: str) -> Path:
 def predictions(tmp_path: Path, checkpoint: Path, source: Path) -> list[dict[str, str]]:
     result = run_script("predict.py", f"ckpt_path={checkpoint}", f"input={source}", cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
+    assert not [word for word in NOISE if word in result.stdout + result.stderr], result.stderr
     (run,) = run_dirs(tmp_path / "logs" / "predict")
     with (run / "predictions.csv").open() as file:
         return list(csv.DictReader(file))
