@@ -217,7 +217,7 @@ def made_fold(tmp_path: Path, fold: int) -> object:
         (
             {"t.csv": b"a,y\\n1,x\\nz,w\\n"},
             ["data=csv", "data.path={tmp}/t.csv", "data.target=y"],
-            "a row does not fit: {'a': 'z'}; features are numbers",
+            "a row does not fit: {'a': 'z'}; data.features: columns of numbers",
         ),
         (
             {"t.csv": b"a,y\\n1,x\\n,w\\n"},
