@@ -200,9 +200,10 @@ def test_submitit_launcher_runs_a_batch_of_trials_at_once(tmp_path: Path) -> Non
             "model.net.dropot=interval(0.0, 0.5)",
             "does not fit the config: Could not override 'model.net.dropot'",
         ),
+        ("model.net.dropot=interval(0.0, 0.5)", "Search the keys this config has: edit the space"),
         ("model/net=choice(mlp, resnet)", "Could not find 'model/net/resnet'"),
     ],
-    ids=["storage", "pruner", "sampler", "space_key", "space_option"],
+    ids=["storage", "pruner", "sampler", "space_key", "space_key_hint", "space_option"],
 )
 def test_bad_setting_is_named_before_any_trial_starts(override: str, message: str, tmp_path: Path) -> None:
     result = run_script("train.py", *search("bad", 2, override), cwd=tmp_path)

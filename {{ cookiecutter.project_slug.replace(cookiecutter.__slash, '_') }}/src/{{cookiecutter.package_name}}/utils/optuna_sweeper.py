@@ -111,8 +111,10 @@ class OptunaSweeper(Sweeper):
             try:
                 self.loader.load_sweep_config(self.config, [*fixed, *point])
             except Exception as error:
+                where = "configs/hparams_search/optuna.yaml, or a copy"  # it names the shipped nets' keys
                 raise ConfigError(
-                    f"The search space (hydra.sweeper.params) does not fit the config: {error}"
+                    f"The search space (hydra.sweeper.params) does not fit the config: {error}\n"
+                    f"Search the keys this config has: edit the space ({where})."
                 ) from None
 
     def _ask(self, study: Any, space: dict[str, Any]) -> list[Any]:
@@ -159,8 +161,8 @@ class OptunaSweeper(Sweeper):
                 tell(study, trial, TrialState.FAIL)
             numbers = ", ".join(str(trial.number) for trial in trials)
             log.warning(
-                f"Search stopped: the same command continues the study with new trials; trial {numbers}, cut "
-                "short, counts as failed and is not continued (resume=<its directory> would, outside the study)."
+                f"Search stopped: the same command continues the study with new trials; trial {numbers}, cut"
+                " short, counts as failed, not continued (resume=<its directory> would, outside the study)."
             )
             raise
         finally:
