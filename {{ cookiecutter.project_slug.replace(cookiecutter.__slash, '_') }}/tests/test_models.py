@@ -7,6 +7,7 @@ import pytest
 import torch
 from conftest import best_checkpoint, compose_config
 from test_configs import options
+from torchmetrics.classification import MulticlassAccuracy, MulticlassF1Score
 
 from {{ cookiecutter.package_name }}.models.classifier import Classifier
 from {{ cookiecutter.package_name }}.train import train
@@ -34,6 +35,22 @@ def test_a_net_gets_its_arguments_as_plain_python_values(tmp_path: Path) -> None
     optimizer = {"_target_": "torch.optim.Adam", "_partial_": True}
     model = Classifier(net=net, optimizer=optimizer, num_classes=3, input_shape=[1, 8, 8])
     assert model(torch.rand(2, 64)).shape == (2, 3)
+
+
+def test_a_metric_added_to_the_classifier_computes_from_its_own_counts() -> None:
+    # A probe added top-2 accuracy to the collection: torchmetrics' compute groups, on by default, shared
+    # one state among metrics whose states matched after the first batch, and reported F1 from top-2 counts.
+    net = {"_target_": "test_models.TakesPlainValues", "sizes": [3]}
+    model = Classifier(net=net, optimizer={"_target_": "torch.optim.SGD"}, num_classes=3, input_shape=[3])
+    model.val_metrics.add_metrics({"acc_top2": MulticlassAccuracy(3, top_k=2)})
+    alone = {"val/f1": MulticlassF1Score(3), "val/acc_top2": MulticlassAccuracy(3, top_k=2)}
+    y, generator = torch.tensor([0, 1, 2, 0, 1, 2]), torch.Generator().manual_seed(0)
+    for logits in [torch.eye(3)[y], *torch.randn(4, 6, 3, generator=generator)]:  # right first: they agree
+        model.val_metrics.update(logits, y)
+        for metric in alone.values():
+            metric.update(logits, y)
+    computed = model.val_metrics.compute()
+    assert {n: float(computed[n]) for n in alone} == {n: float(m.compute()) for n, m in alone.items()}
 
 
 @pytest.mark.parametrize("net", options("model/net"))

@@ -30,7 +30,7 @@ class Classifier(L.LightningModule):
         self.net = instantiate(net, input_shape=input_shape, num_classes=num_classes, _convert_="all")
         self.criterion = nn.CrossEntropyLoss()
         acc, f1 = MulticlassAccuracy(num_classes, average="micro"), MulticlassF1Score(num_classes)
-        metrics = MetricCollection({"acc": acc, "f1": f1})
+        metrics = MetricCollection({"acc": acc, "f1": f1}, compute_groups=False)  # each its own counts
         self.train_metrics = metrics.clone(prefix="train/")
         self.val_metrics = metrics.clone(prefix="val/")
         self.test_metrics = metrics.clone(prefix="test/")
