@@ -79,6 +79,16 @@ def test_experiment_changes_model_and_optimizer(tmp_path: Path) -> None:
     assert example.model.optimizer._target_ != default.model.optimizer._target_
 
 
+def test_the_trainer_flags_lightning_users_reach_for_need_no_plus(tmp_path: Path) -> None:
+    # A probe: trainer.gradient_clip_val=1.0 (and the others) failed, Hydra asking for `+`.
+    flags = {"gradient_clip_val": 1.0, "val_check_interval": 0.5, "max_time": "00:00:10:00"}
+    cfg = compose_config("train", tmp_path, [f"trainer.{key}={value}" for key, value in flags.items()])
+    trainer = hydra.utils.instantiate(cfg.trainer, logger=False, enable_checkpointing=False)
+    assert (trainer.gradient_clip_val, trainer.val_check_interval) == (1.0, 0.5)
+    (timer,) = [c for c in trainer.callbacks if type(c).__name__ == "Timer"]  # Lightning's, for max_time
+    assert timer.time_remaining() == 600
+
+
 def targets(node: object) -> list[str]:
     if isinstance(node, dict):
         found = [node["_target_"]] if "_target_" in node else []

@@ -80,7 +80,7 @@ def test_a_run_moved_while_stopped_resumes_where_it_is_now(
 # Each with the training step the stop comes before.
 LOOPS = {
     "accumulated gradients": (["trainer.accumulate_grad_batches=3"], 2),
-    "mid-epoch validation": (["+trainer.val_check_interval=2"], 2),
+    "mid-epoch validation": (["trainer.val_check_interval=2"], 2),
     "validation every other epoch": (["trainer.check_val_every_n_epoch=2", "trainer.max_epochs=3"], 10),
     "loader workers": (["data.num_workers=2"], 6),
 }
