@@ -77,7 +77,9 @@ def test_resume_continues_with_the_run_s_own_config_and_may_extend_it(stopped: P
         assert again.returncode == 0 and "nothing to do" in again.stderr
     assert snapshot(stopped) == before
     # What it says to do instead: a new run from the finished one's weights, with a schedule of its own.
-    hint = re.search(r"from its weights: python train.py .*(pretrained=\S+last\.ckpt)", again.stderr)[1]
+    hint = re.search(r"from its weights: python train.py (.*)(pretrained=\S+last\.ckpt)", again.stderr)
+    assert {"seed=3", "trainer.max_epochs=5"} <= set(hint[1].split())  # the length asked for, not the run's
+    hint = hint[2]
     on = run_script("train.py", *QUICK, "seed=3", hint, "trainer.max_epochs=5", cwd=tmp_path / "on")
     assert on.returncode == 0, on.stderr[-3000:]
     (run,) = run_dirs(tmp_path / "on" / "logs")
