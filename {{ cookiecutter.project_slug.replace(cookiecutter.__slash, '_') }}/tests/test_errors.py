@@ -172,7 +172,7 @@ def test_a_finished_run_s_checkpoint_trains_on_with_more_epochs_only(
     # It trained nothing, tested the other run's best checkpoint and wrote that as its own metrics.json.
     last = trained_run[0] / "checkpoints" / "last.ckpt"
     result = run_script("train.py", f"ckpt_path={last}", "trainer.max_epochs=4", cwd=tmp_path)
-    assert_clear_error(result, f"trainer.max_epochs=4: {last} has begun epoch 4, ended 4: pass more.")
+    assert_clear_error(result, f"trainer.max_epochs=4: {last} has begun 4 epochs, ended 4: pass more.")
     assert not run_dirs(tmp_path / "logs" / "train" / "runs")
 
 

@@ -9,7 +9,17 @@ import warnings
 from pathlib import Path
 
 import pytest
-from conftest import NOISE, QUICK, ROOT, compose_config, metrics, run_dirs, run_script, trainer_stop_at
+from conftest import (
+    NOISE,
+    QUICK,
+    ROOT,
+    best_checkpoint,
+    compose_config,
+    metrics,
+    run_dirs,
+    run_script,
+    trainer_stop_at,
+)
 from omegaconf import OmegaConf
 
 METRIC_KEYS = {f"{stage}/{name}" for stage in ("train", "val", "test") for name in ("loss", "acc", "f1")}
@@ -48,10 +58,13 @@ def test_a_command_line_run_is_quiet_and_its_directory_says_how_to_reproduce_it(
     console = result.stdout + result.stderr
     assert "fontManager" not in console
     # Not a terminal: one plain line per epoch, nothing redrawn, no known noise.
-    assert len(re.findall(r"epoch \d/3 ", console)) == 3
+    assert len(re.findall(r"epoch \d/2 ", console)) == 3
     assert "\x1b[" not in console and "\r" not in console
     assert not [word for word in NOISE if word in console], console
-    assert (run / "train.log").read_text().count("epoch 3/3") == 1
+    assert (run / "train.log").read_text().count("epoch 2/2") == 1
+    # Numbered from 0, as Lightning's bar and checkpoint names are: the best one's line has its val/acc.
+    best = re.fullmatch(r"epoch_(\d+)-val_acc_(\d\.\d+)\.ckpt", best_checkpoint(run).name)
+    assert re.search(rf"epoch {int(best[1])}/2 .*val/acc {float(best[2]):.4g} ", console), console
     assert {"config.yaml", "overrides.yaml", "hydra.yaml", "run_info.json"} <= {
         p.name for p in (run / ".hydra").iterdir()
     }
@@ -68,7 +81,7 @@ def test_the_switches_of_train_yaml_do_what_their_comments_say(tmp_path: Path) -
     assert result.returncode == 0, result.stderr[-3000:]
     (run,) = run_dirs(tmp_path / "logs" / "mine" / "runs")
     assert (run / "config.yaml").read_text() in result.stdout  # the whole resolved config, no line cut
-    assert "epoch 2/2" not in result.stdout + result.stderr and "━" not in result.stdout  # no bar at all
+    assert "epoch 1/1" not in result.stdout + result.stderr and "━" not in result.stdout  # no bar at all
     assert OmegaConf.load(run / "csv" / "version_0" / "hparams.yaml").tags == ["a", "b"]
     assert "val/acc" in metrics(run) and not [key for key in metrics(run) if key.startswith("test/")]
 

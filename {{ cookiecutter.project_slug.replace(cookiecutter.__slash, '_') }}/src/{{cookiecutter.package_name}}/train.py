@@ -40,7 +40,7 @@ def train(cfg: DictConfig, overrides: list[str] | None = None) -> dict[str, floa
     fit = runs.read_checkpoint(checkpoint).get("loops", {}).get("fit_loop") if cfg.train and checkpoint else 0
     began, done = [fit["epoch_progress"]["current"][k] for k in ("ready", "processed")] if fit else [0, 0]
     if began > (n := cfg.trainer.max_epochs) or (done >= n and checkpoint == cfg.get("ckpt_path")):
-        at = f"{checkpoint} has begun epoch {began}, ended {done}"  # a run adds epochs, takes none back
+        at = f"{checkpoint} has begun {began} epochs, ended {done}"  # a run adds epochs, takes none back
         raise runs.ConfigError(f"trainer.max_epochs={n}: {at}: pass more.")  # ckpt_path=: some left to train
     if cfg.get("pretrained"):
         load_matching_weights(model.net, cfg.pretrained)

@@ -25,7 +25,7 @@ class EpochLines(ProgressBar):
     def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         if trainer.is_global_zero:
             shown = "  ".join(f"{k} {v:.4g}" for k, v in trainer.progress_bar_metrics.items() if "/" in k)
-            log.info(f"epoch {trainer.current_epoch + 1}/{trainer.max_epochs}  {shown}")
+            log.info(f"epoch {trainer.current_epoch}/{trainer.max_epochs - 1}  {shown}")  # as Lightning's bar
 
 
 class TestReport(L.Callback):

@@ -193,7 +193,7 @@ def checkpoint_to_continue(run: Path, ckpt_path: str | None, datamodule: Any, mo
     for path in sorted(run.glob("checkpoints/*.ckpt"), key=lambda p: p.stat().st_mtime_ns, reverse=True):
         try:
             saved = read_checkpoint(path)
-            log.info(f"Continuing from {path} (epoch {saved['epoch'] + 1}, step {saved['global_step']}).")
+            log.info(f"Continuing from {path} (epoch {saved['epoch']}, step {saved['global_step']}).")
             return str(path)
         except ConfigError as error:
             log.warning(f"Skipped: {error}")
