@@ -26,14 +26,16 @@ train.py {pkg}/__init__.py {pkg}/train.py {pkg}/eval.py {pkg}/predict.py {pkg}/e
 {cfg}/data/image_folder.yaml {cfg}/debug/default.yaml {cfg}/debug/fdr.yaml {cfg}/debug/limit.yaml
 {cfg}/debug/overfit.yaml {cfg}/debug/profiler.yaml {cfg}/experiment/example.yaml
 {cfg}/experiment/finetune.yaml {cfg}/extras/default.yaml {cfg}/hydra/default.yaml {cfg}/logger/csv.yaml
-{cfg}/model/classifier.yaml {cfg}/model/net/mlp.yaml {cfg}/paths/default.yaml {cfg}/strategy/auto.yaml
-{cfg}/strategy/ddp.yaml {cfg}/strategy/ddp_find_unused_parameters.yaml {cfg}/strategy/ddp_spawn.yaml
-{cfg}/strategy/deepspeed.yaml {cfg}/strategy/fsdp.yaml {cfg}/strategy/single_device.yaml
-{cfg}/trainer/cpu.yaml {cfg}/trainer/default.yaml {cfg}/trainer/gpu.yaml {cfg}/trainer/mps.yaml
-tests/conftest.py tests/signal_helpers.py tests/test_configs.py tests/test_crossval.py tests/test_data.py
-tests/test_errors.py tests/test_eval.py tests/test_export.py tests/test_finetune.py tests/test_gpu.py
-tests/test_loggers.py tests/test_models.py tests/own_datamodule.py tests/test_own_data.py
-tests/test_predict.py tests/test_resume.py tests/test_runs.py tests/test_scaling.py tests/test_train.py
+{cfg}/model/classifier.yaml {cfg}/model/net/mlp.yaml {cfg}/model/scheduler/cosine.yaml
+{cfg}/model/scheduler/plateau.yaml {cfg}/model/scheduler/step.yaml {cfg}/paths/default.yaml
+{cfg}/strategy/auto.yaml {cfg}/strategy/ddp.yaml {cfg}/strategy/ddp_find_unused_parameters.yaml
+{cfg}/strategy/ddp_spawn.yaml {cfg}/strategy/deepspeed.yaml {cfg}/strategy/fsdp.yaml
+{cfg}/strategy/single_device.yaml {cfg}/trainer/cpu.yaml {cfg}/trainer/default.yaml
+{cfg}/trainer/gpu.yaml {cfg}/trainer/mps.yaml tests/conftest.py tests/signal_helpers.py
+tests/test_configs.py tests/test_crossval.py tests/test_data.py tests/test_errors.py tests/test_eval.py
+tests/test_export.py tests/test_finetune.py tests/test_gpu.py tests/test_loggers.py tests/test_models.py
+tests/own_datamodule.py tests/test_own_data.py tests/test_predict.py tests/test_resume.py
+tests/test_runs.py tests/test_scaling.py tests/test_train.py
 """
 
 

@@ -92,11 +92,7 @@ def test_resume_continues_with_the_run_s_own_config_and_may_extend_it(stopped: P
 
 def test_a_reduce_on_plateau_schedule_steps_on_the_validation_loss(tmp_path: Path) -> None:
     # Was Lightning's traceback: such a scheduler needs a monitor. A threshold no loss meets: 0.1x each epoch.
-    plateau = [
-        "model.scheduler._target_=torch.optim.lr_scheduler.ReduceLROnPlateau",
-        "~model.scheduler.T_max",
-    ]
-    plateau += ["+model.scheduler.patience=0", "+model.scheduler.threshold=10"]
+    plateau = ["model/scheduler=plateau", "model.scheduler.patience=0", "+model.scheduler.threshold=10"]
     result = run_script("train.py", *QUICK, *plateau, cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
     (run,) = run_dirs(tmp_path / "logs")
