@@ -124,3 +124,24 @@ def test_multirun_gives_each_job_its_own_wandb_run_grouped_by_the_multirun(tmp_p
     for (found,) in runs:
         assert b"grouped" in wandb_records(next(found.glob("run-*.wandb")))  # the W&B group
 {%- endif %}
+{%- if cookiecutter.logger == 'mlflow' %}
+
+
+def test_a_resumed_run_logs_to_its_first_start_s_mlflow_run(tmp_path: Path) -> None:
+    # Was a second MLflow run (the first left FAILED): the curves of one run in two.
+    from conftest import QUICK, run_script, stop_at
+    from mlflow.tracking import MlflowClient
+
+    quick = [o for o in QUICK if not o.startswith("logger=")]
+    stop = stop_at("on_train_batch_end", step=6)  # in the second epoch
+    started = run_script("train.py", *quick, "logger=mlflow", *stop, cwd=tmp_path, RUN_NAME="run")
+    assert started.returncode == 75, started.stderr[-3000:]
+    resumed = run_script("train.py", "resume=run", cwd=tmp_path)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'logs' / 'mlflow.db'}")
+    (run,) = client.search_runs([e.experiment_id for e in client.search_experiments()])
+    assert run.info.status == "FINISHED" and {"test/acc", "val/acc"} <= run.data.metrics.keys()
+    history = client.get_metric_history(run.info.run_id, "train/loss")
+    assert sorted(m.step for m in history) == [3, 7]  # each epoch's once: the first start's, the resume's
+    assert run.data.params["resume"] == "None"  # the first start's params: MLflow's cannot change
+{%- endif %}

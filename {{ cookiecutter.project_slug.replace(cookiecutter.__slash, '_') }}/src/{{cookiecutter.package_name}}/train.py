@@ -62,7 +62,15 @@ def train(cfg: DictConfig, overrides: list[str] | None = None) -> dict[str, floa
         if overrides is not None:  # (JSON is YAML)
             runs.write_json(run / ".hydra" / "overrides.yaml", overrides)
     for logger in trainer.loggers:
+{%- if cookiecutter.logger == 'mlflow' %}
+        if hasattr(logger, "run_id") and OmegaConf.select(cfg, "logger.mlflow.run_id"):
+            continue  # a resume logs to its first start's MLflow run, whose params cannot change
+{%- endif %}
         logger.log_hyperparams(OmegaConf.to_container(cfg, resolve=True))
+{%- if cookiecutter.logger == 'mlflow' %}
+        if hasattr(logger, "run_id") and runs.launched_as_rank_zero():  # where a resume finds it
+            (run / ".mlflow_run_id").write_text(logger.run_id)
+{%- endif %}
     metrics: dict[str, Any] = {}
     try:
         if cfg.train:

@@ -225,6 +225,13 @@ def wandb_mode() -> str | None:
         logged_in = netrc.netrc().authenticators("api.wandb.ai")
     return None if os.environ.get("WANDB_MODE") or os.environ.get("WANDB_API_KEY") or logged_in else "offline"
 {%- endif %}
+{%- if cookiecutter.logger == 'mlflow' %}
+
+
+def mlflow_run_id(run: str) -> str | None:  # the MLflow run of the run's first start (train.py notes it)
+    noted = Path(run) / ".mlflow_run_id"
+    return noted.read_text().strip() if noted.is_file() else None
+{%- endif %}
 
 
 def project_root() -> str:  # a plain function: it resolves in a multirun's launcher too (no HydraConfig)
@@ -241,3 +248,6 @@ load_dotenv(".env")  # on import: ./.env's variables, those not set already
 ConfigStore.__deepcopy__ = lambda self, memo: self  # --help: one store, not ~100 copies (0.29 s, not 0.52 s)
 for function in [project_root, run_name, run_dir, hydra_subdir, multirun_name, run_id{{ ", wandb_mode" if cookiecutter.__wandb == "True" }}]:
     OmegaConf.register_new_resolver(function.__name__, function, use_cache=True, replace=True)
+{%- if cookiecutter.logger == 'mlflow' %}
+OmegaConf.register_new_resolver("mlflow_run_id", mlflow_run_id, use_cache=True, replace=True)
+{%- endif %}
