@@ -49,7 +49,3 @@ def evaluate(cfg: DictConfig) -> dict[str, float]:
         runs.write_json(Path(cfg.paths.output_dir) / "metrics.json", metrics)
         log.info("  ".join(f"{k} {v:.4f}" for k, v in metrics.items()))
     return metrics
-
-
-if __name__ == "__main__":
-    evaluate()

@@ -35,7 +35,3 @@ def export(cfg: DictConfig) -> Path:
     runs.write_json(path.with_name("model.json"), metadata)
     log.info(f"Exported: {path}")
     return path
-
-
-if __name__ == "__main__":
-    export()

@@ -60,7 +60,3 @@ def predict(cfg: DictConfig) -> Path:
             writer.writerow([name, model.class_names[best], f"{row[best]:.6f}", *(f"{p:.6f}" for p in row)])
     log.info(f"{len(probabilities)} predictions: {path}")
     return path
-
-
-if __name__ == "__main__":
-    predict()
