@@ -5,8 +5,10 @@ a Hydra callback for the start-up, before any of the training code runs. Each fi
 directory (a marker file there), so the resumed run is not stopped again.
 """
 
+import multiprocessing
 import os
 import signal
+import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -15,15 +17,18 @@ import lightning as L
 from hydra.experimental.callback import Callback
 
 
-def send_once(dirpath: str, name: str = "SIGTERM") -> None:
+def send_once(dirpath: str, name: str = "SIGTERM", children: bool = False) -> None:
     marker = Path(dirpath) / ".signal-sent"
     if not marker.exists():
         marker.write_text(name)
+        if children and (pids := [str(child.pid) for child in multiprocessing.active_children()]):
+            subprocess.run(["kill", f"-{name}", *pids], check=True)  # from outside: torch's workers tell
         os.kill(os.getpid(), getattr(signal, name))
 
 
 class SendSignal(L.Callback):
-    """Send `signal` when Lightning calls `hook` (at training step `step`, on rank `rank`, if given)."""
+    """Send `signal` when Lightning calls `hook` (at training step `step`, on rank `rank`, if given), to the
+    process's children too with `children` (as `timeout`, a terminal's Ctrl+C or SLURM signal all)."""
 
     def __init__(
         self,
@@ -32,15 +37,17 @@ class SendSignal(L.Callback):
         step: int | None = None,
         rank: int | None = None,
         signal: str = "SIGTERM",
+        children: bool = False,
     ) -> None:
         self.dirpath, self.hook, self.step, self.rank, self.signal = dirpath, hook, step, rank, signal
+        self.children = children
         setattr(self, hook, self._fire)
 
     def _fire(self, trainer: L.Trainer, *args: Any, **kwargs: Any) -> None:
         if trainer.sanity_checking and self.hook != "on_sanity_check_start":
             return
         if self.step in (None, trainer.global_step) and self.rank in (None, trainer.global_rank):
-            send_once(self.dirpath, self.signal)
+            send_once(self.dirpath, self.signal, self.children)
 
 
 class KillAt(L.Callback):

@@ -1,7 +1,10 @@
 """The data path through the DataModule's public API: a DataModule of yours passes these too."""
 
 import itertools
+import multiprocessing
 import re
+import subprocess
+import time
 from pathlib import Path
 
 import hydra
@@ -11,9 +14,11 @@ import torch
 from conftest import compose_config, write_image_folder, write_table
 from PIL import Image
 
+from {{ cookiecutter.package_name }}.utils.runs import catch_signals
 
-def made(tmp_path: Path, data: str) -> object:
-    """A DataModule as train.py makes it: the project's default, or one of yours."""
+
+def made(tmp_path: Path, data: str, *more: str) -> object:
+    """A DataModule as train.py makes it: the project's default, or one of yours (`more`: overrides)."""
     overrides = {
         "default": [],
         "image_folder": [
@@ -24,7 +29,7 @@ def made(tmp_path: Path, data: str) -> object:
         "csv": ["data=csv", f"data.path={write_table(tmp_path / 'table.csv')}", "data.target=species"],
     }[data]
     datamodule = hydra.utils.instantiate(
-        compose_config("train", tmp_path, [*overrides, "data.batch_size=16"]).data
+        compose_config("train", tmp_path, [*overrides, "data.batch_size=16", *more]).data
     )
     datamodule.prepare_data()
     datamodule.setup("fit")
@@ -104,8 +109,29 @@ def test_a_loader_restored_in_the_middle_of_an_epoch_serves_the_rest_of_it(datam
     stream = iter(loader)
     head = [tuple(x.flatten().tolist()) for _ in range(2) for x in next(stream)[0]]
     restored = datamodule.train_dataloader()
+    assert hasattr(restored, "load_state_dict"), "a plain DataLoader cannot; torchdata's StatefulDataLoader"
     restored.load_state_dict(loader.state_dict())  # what a checkpoint holds
     assert head + samples(restored, 1) == epoch
+
+
+@pytest.mark.parametrize("data", ["default", "image_folder", "csv"])
+def test_loader_workers_signalled_with_the_whole_run_keep_serving(data: str, tmp_path: Path) -> None:
+    # `timeout`, a terminal and SLURM signal every process of a run: torch's workers died of SIGTERM, and
+    # the run failed before it could stop at a safe point (the main process stops them; a probe's find).
+    loader = made(tmp_path, data, "data.num_workers=2").train_dataloader()
+    catch_signals()  # as train.py does first: the workers, started now, are a run's
+    stream = iter(loader)
+    try:
+        next(stream)
+        workers = [str(child.pid) for child in multiprocessing.active_children()]
+        assert len(workers) == 2
+        for name in ("TERM", "INT", "USR1"):  # from another process, as from outside
+            subprocess.run(["kill", f"-{name}", *workers], check=True)
+        time.sleep(0.5)
+        assert len(list(stream)) == len(loader) - 1
+    finally:
+        catch_signals(note=False)
+        stream._shutdown_workers()  # as Lightning does at the end of a stage
 
 
 def test_a_damaged_image_is_named_when_it_is_read(tmp_path: Path) -> None:

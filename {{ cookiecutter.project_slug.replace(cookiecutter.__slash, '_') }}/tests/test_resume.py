@@ -76,8 +76,9 @@ def test_a_run_moved_while_stopped_resumes_where_it_is_now(
 # Lightning's options that shape the epoch, each with state a stop in its middle must keep: gradients
 # summed over batches (the stop waits for the optimizer's step), a validation before the epoch's end, the
 # last validation's metrics in an epoch without one; and loader workers (data.num_workers, which the config
-# advises raising), fetching ahead: in a second epoch they fetched the first epoch's order (a probe's find).
-# Each with the training step the stop comes before.
+# advises raising), fetching ahead: in a second epoch they fetched the first epoch's order (a probe's find),
+# and signalled with the run, as by `timeout` or SLURM, torch's workers died and failed it (another's).
+# Each with the training step the stop comes before; the signal reaches the run's child processes too.
 LOOPS = {
     "accumulated gradients": (["trainer.accumulate_grad_batches=3"], 2),
     "mid-epoch validation": (["trainer.val_check_interval=2"], 2),
@@ -94,11 +95,29 @@ def test_a_run_stopped_mid_epoch_resumes_to_the_same_end_with_each_loop_option(
     overrides, step = LOOPS[loop]
     reference = run_script("train.py", *QUICK, *overrides, cwd=tmp_path / "a")
     assert reference.returncode == 0, reference.stderr[-3000:]
-    stop = stop_at("on_train_batch_start", step=step)
+    stop = stop_at("on_train_batch_start", step=step, children=True)
     stopped = run_script("train.py", *QUICK, *overrides, *stop, cwd=tmp_path / "b")
     assert stopped.returncode == EXIT_CODE, stopped.stderr[-3000:]
     (run,) = run_dirs(tmp_path / "b" / "logs")
     assert run_script("train.py", f"resume={run}", cwd=tmp_path / "b").returncode == 0
+    assert_same_run(run, run_dirs(tmp_path / "a" / "logs")[0])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("workers", [0, 2])
+def test_a_run_killed_after_an_epoch_resumes_from_its_end_to_the_same_end(
+    workers: int, tmp_path: Path
+) -> None:
+    # SIGKILL as the second epoch starts: last.ckpt holds the first's end. With workers, the resumed run
+    # fetched the first epoch's order again (a probe: test/acc 0.963 against 0.978, no warning).
+    overrides = (*QUICK, "trainer.max_epochs=3", f"data.num_workers={workers}")
+    reference = run_script("train.py", *overrides, cwd=tmp_path / "a")
+    assert reference.returncode == 0, reference.stderr[-3000:]
+    kill = stop_at("on_train_epoch_start", step=4, signal="SIGKILL")
+    assert run_script("train.py", *overrides, *kill, cwd=tmp_path / "b").returncode == -signal.SIGKILL
+    (run,) = run_dirs(tmp_path / "b" / "logs")
+    resumed = run_script("train.py", "resume=latest", cwd=tmp_path / "b")
+    assert "checkpoints/last.ckpt (epoch 0," in resumed.stdout, resumed.stdout[-3000:] + resumed.stderr
     assert_same_run(run, run_dirs(tmp_path / "a" / "logs")[0])
 
 

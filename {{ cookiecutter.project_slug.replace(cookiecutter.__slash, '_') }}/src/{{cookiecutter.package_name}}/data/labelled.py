@@ -1,5 +1,7 @@
 """What the DataModules here share: a stratified split (or k folds) and resumable loaders."""
 
+import signal
+
 import lightning as L
 import torch
 from lightning.pytorch.overrides.distributed import UnrepeatedDistributedSampler
@@ -7,6 +9,14 @@ from sklearn.model_selection import StratifiedKFold, train_test_split
 from torch.utils.data import Subset
 from torchdata.stateful_dataloader import StatefulDataLoader
 from torchdata.stateful_dataloader.sampler import StatefulDistributedSampler
+
+
+def start_worker(worker_id: int) -> None:
+    """A loader worker's start: seeded as Lightning seeds workers (only where no worker_init_fn is set)."""
+    L.fabric.utilities.seed.pl_worker_init_function(worker_id)
+    if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:  # a run's, which stops at a safe point, and
+        for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1):  # its workers as it ends: stop signals
+            signal.signal(signum, signal.SIG_IGN)  # reach all its processes, and torch's die of SIGTERM
 
 
 class LabelledDataModule(L.LightningDataModule):
@@ -53,9 +63,10 @@ class LabelledDataModule(L.LightningDataModule):
         self.splits = dict(train=Subset(dataset, train), val=Subset(dataset, val), test=Subset(dataset, test))
 
     def _loader(self, split: str, sampling: type, **options) -> StatefulDataLoader:
-        # Each rank its share (Lightning keeps these samplers): training in an order its epoch (set here:
-        # workers fetch before Lightning sets it) and seed set; evaluation once each. No dropout seed drawn.
-        n, rank, epoch = (t.world_size, t.global_rank, t.current_epoch) if (t := self.trainer) else (1, 0, 0)
+        # Each rank its share (Lightning keeps these samplers): training in an order its seed and epoch set
+        # (here too, as Lightning sets it: workers fetch before it does); evaluation once each.
+        n, rank, loop = (t.world_size, t.global_rank, t.fit_loop) if (t := self.trainer) else (1, 0, None)
+        epoch = loop.epoch_progress.current.processed if loop else 0  # after an epoch's end: the next one
         (sampler := sampling(self.splits[split], n, rank, **options)).set_epoch(epoch)
         return StatefulDataLoader(
             self.splits[split],
@@ -63,9 +74,10 @@ class LabelledDataModule(L.LightningDataModule):
             sampler=sampler,
             drop_last=split == "train" and len(sampler) % self.batch_size == 1,  # BatchNorm trains on 2+
             num_workers=self.hparams.num_workers,
+            worker_init_fn=start_worker,
             persistent_workers=self.hparams.num_workers > 0,
             pin_memory=torch.cuda.is_available(),  # page-locked memory: quicker copies to a CUDA GPU
-            generator=torch.Generator().manual_seed(self.hparams.shuffle_seed or 0),
+            generator=torch.Generator().manual_seed(self.hparams.shuffle_seed or 0),  # not dropout's seeds
         )
 
     def train_dataloader(self) -> StatefulDataLoader:
