@@ -145,7 +145,8 @@ def test_plain_script_trains_as_the_default_config_says(default_project: Path) -
         "lr": ours.LR,
         "weight_decay": ours.WEIGHT_DECAY,
     }
-    assert model["scheduler"]["_target_"] == "torch.optim.lr_scheduler.CosineAnnealingLR"
+    assert {"scheduler": "cosine"} in model["defaults"]
+    assert read("model/scheduler/cosine.yaml")["_target_"] == "torch.optim.lr_scheduler.CosineAnnealingLR"
     assert {"width": net["width"], "dropout": net["dropout"]} == {
         "width": ours.WIDTH,
         "dropout": ours.DROPOUT,

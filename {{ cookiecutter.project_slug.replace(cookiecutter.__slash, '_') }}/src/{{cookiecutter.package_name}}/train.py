@@ -63,13 +63,14 @@ def train(cfg: DictConfig, overrides: list[str] | None = None) -> dict[str, floa
             runs.write_json(run / ".hydra" / "overrides.yaml", overrides)
     for logger in trainer.loggers:
 {%- if cookiecutter.logger == 'mlflow' %}
-        if hasattr(logger, "run_id") and OmegaConf.select(cfg, "logger.mlflow.run_id"):
+        mlflow_run = getattr(logger, "run_id", None)  # MLflow's, a str (fast_dev_run's dummy has any name)
+        if isinstance(mlflow_run, str) and OmegaConf.select(cfg, "logger.mlflow.run_id"):
             continue  # a resume logs to its first start's MLflow run, whose params cannot change
 {%- endif %}
         logger.log_hyperparams(OmegaConf.to_container(cfg, resolve=True))
 {%- if cookiecutter.logger == 'mlflow' %}
-        if hasattr(logger, "run_id") and runs.launched_as_rank_zero():  # where a resume finds it
-            (run / ".mlflow_run_id").write_text(logger.run_id)
+        if isinstance(mlflow_run, str) and runs.launched_as_rank_zero():  # where a resume finds it
+            (run / ".mlflow_run_id").write_text(mlflow_run)
 {%- endif %}
     metrics: dict[str, Any] = {}
     try:

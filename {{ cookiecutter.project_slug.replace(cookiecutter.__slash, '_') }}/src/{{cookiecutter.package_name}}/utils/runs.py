@@ -228,9 +228,9 @@ def wandb_mode() -> str | None:
 {%- if cookiecutter.logger == 'mlflow' %}
 
 
-def mlflow_run_id(run: str) -> str | None:  # the MLflow run of the run's first start (train.py notes it)
-    noted = Path(run) / ".mlflow_run_id"
-    return noted.read_text().strip() if noted.is_file() else None
+def mlflow_run_id(run: str | None) -> str | None:  # the MLflow run of a run's first start (train.py notes it)
+    noted = Path(run or ".") / ".mlflow_run_id"
+    return noted.read_text().strip() if run and noted.is_file() else None
 {%- endif %}
 
 
