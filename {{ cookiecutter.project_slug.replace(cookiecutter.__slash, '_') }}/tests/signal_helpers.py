@@ -50,17 +50,6 @@ class SendSignal(L.Callback):
             send_once(self.dirpath, self.signal, self.children)
 
 
-class KillAt(L.Callback):
-    """SIGKILL this process when Lightning calls `hook`: nothing is saved, as after a power cut."""
-
-    def __init__(self, dirpath: str, hook: str) -> None:
-        self.dirpath = dirpath
-        setattr(self, hook, self._kill)
-
-    def _kill(self, *args: Any, **kwargs: Any) -> None:
-        send_once(self.dirpath, "SIGKILL")
-
-
 class Stall(L.Callback):
     """Hang in the first training step (writing `.stalled` first), as a step stuck in I/O would."""
 

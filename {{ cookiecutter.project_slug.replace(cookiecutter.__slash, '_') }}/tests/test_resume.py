@@ -218,11 +218,7 @@ def test_a_kill_after_the_last_epoch_keeps_the_best_validation_accuracy(tmp_path
     assert reference.returncode == 0, reference.stderr[-3000:]
     best = metrics(run_dirs(tmp_path / "a" / "logs")[0])
     assert best["val/acc_best"] > best["val/acc"], "the last epoch should not be the best here"
-    kill = [
-        "+callbacks.kill._target_=signal_helpers.KillAt",
-        "+callbacks.kill.dirpath=${paths.output_dir}",
-        "+callbacks.kill.hook=on_train_end",
-    ]
+    kill = stop_at("on_train_end", signal="SIGKILL")
     killed = run_script("train.py", *overrides, *kill, cwd=tmp_path / "b")
     assert killed.returncode == -signal.SIGKILL
     (run,) = run_dirs(tmp_path / "b" / "logs")
