@@ -172,7 +172,7 @@ def test_a_datamodule_of_your_own_that_knows_its_data_only_after_setup(tmp_path:
     stopped = run_script("train.py", *ours, *EPOCHS, *stop, cwd=tmp_path)
     assert stopped.returncode == EXIT_CODE, stopped.stderr[-3000:]
     (run,) = run_dirs(tmp_path / "logs" / "train")
-    resumed = run_script("train.py", f"resume={run}", searchpath, cwd=tmp_path)  # its config composed again
+    resumed = run_script("train.py", f"resume={run}", cwd=tmp_path)  # its config (searchpath too) again
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     # Lightning says a DataLoader that keeps no state resumes mid-epoch inexactly (the project's own do).
     assert "your dataloader is not resumable" in resumed.stderr

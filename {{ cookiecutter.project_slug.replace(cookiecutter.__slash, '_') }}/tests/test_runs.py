@@ -145,7 +145,7 @@ def test_a_resume_may_change_the_hardware_the_length_and_the_data_s_place_only(t
     (tmp_path / ".hydra").mkdir()
     (tmp_path / ".hydra" / "overrides.yaml").write_text("- seed=3\n- trainer.max_epochs=3\n")
     moved = ["trainer=gpu", "trainer.max_epochs=5", "trainer.devices=2", "strategy=ddp", "data.root=/new"]
-    moved += ["data.path=/new.csv", "paths.data_dir=/data"]
+    moved += ["data.path=/new.csv", "paths.data_dir=/data", "task_name=team"]  # whose runs it looks in
     assert resume_overrides(tmp_path, ["resume=x", *moved]) == ["seed=3", *moved]
     # `+` where the default config lacks the key (data.path for digits), which the run's may have: `++`.
     added = ["+data.path=/b.csv", "++data.root=/c", "+trainer.max_time=9"]
@@ -212,7 +212,8 @@ def test_resume_of_no_run_lists_the_runs_there_and_leaves_nothing(tmp_path: Path
     result = run_script("train.py", "resume=no-such-run", cwd=tmp_path)
     assert result.returncode == 1
     assert (
-        "resume='no-such-run': no such run" in result.stderr and "2026-01-01_00-00-00_000000" in result.stderr
+        f"resume='no-such-run': not in {tmp_path / 'logs' / 'train' / 'runs'}" in result.stderr
+        and "2026-01-01_00-00-00_000000" in result.stderr
     )
     assert [p.name for p in (tmp_path / "logs" / "train" / "runs").iterdir()] == [
         "2026-01-01_00-00-00_000000"

@@ -57,9 +57,9 @@ def train(cfg: DictConfig, overrides: list[str] | None = None) -> dict[str, floa
         runs.catch_signals(note=False)
     bar = {} if OmegaConf.select(cfg, "callbacks.progress_bar") else {"enable_progress_bar": False}
     trainer = hydra.utils.instantiate(cfg.trainer, callbacks=callbacks, logger=loggers or False, **bar)
-    if runs.launched_as_rank_zero():  # once the start is accepted; `overrides` (a resume's) for the next
-        config.save_config(cfg, run, first_start=overrides is None and (run / ".hydra").is_dir())
-        if overrides is not None:  # (JSON is YAML)
+    if runs.launched_as_rank_zero():  # once the start is accepted; `overrides` (searchpath too) for the next
+        config.save_config(cfg, run, first_start=not cfg.get("resume") and (run / ".hydra").is_dir())
+        if overrides is not None and (run / ".hydra").is_dir():  # (JSON is YAML)
             runs.write_json(run / ".hydra" / "overrides.yaml", overrides)
     for logger in trainer.loggers:
 {%- if cookiecutter.logger == 'mlflow' %}
@@ -110,8 +110,8 @@ def load_matching_weights(net: Any, path: str) -> None:
 @hydra.main(version_base="1.3", config_path="configs", config_name="train")
 def run_train(cfg: DictConfig) -> float | None:
     """Start the run, or continue it with its own config (resume=); train; return `optimized_metric`."""
-    run, overrides = Path(cfg.paths.output_dir), HydraConfig.get().overrides  # searchpath: compose() needs it
-    given = [*overrides.task, *(o for o in overrides.hydra if o.startswith("hydra.searchpath"))]
+    run, overrides = Path(cfg.paths.output_dir), OmegaConf.to_container(HydraConfig.get().overrides)  # raw
+    given = [*overrides["task"], *(o for o in overrides["hydra"] if o.startswith("hydra.searchpath"))]
     fresh = HydraConfig.get().output_subdir is not None  # this start made the directory
     try:
         config.check_types(cfg, given)
@@ -127,7 +127,7 @@ def run_train(cfg: DictConfig) -> float | None:
             print(f"{run} is finished (it has metrics.json): {hint}", file=sys.stderr)
             return json.loads((run / "metrics.json").read_text()).get(cfg.get("optimized_metric"))
         with runs.held(run), multirun_job(given):
-            metrics = train(cfg, given if cfg.get("resume") else None)
+            metrics = train(cfg, given)
     except Exception as error:  # a new run that failed before its first checkpoint leaves nothing behind
         if fresh and not any(run.glob("checkpoints/*.ckpt")) and not isinstance(error, runs.TrainingError):
             getattr(sys.modules.get("wandb"), "finish", lambda **_: 0)(exit_code=1)  # else it writes at exit

@@ -26,7 +26,7 @@ log = logging.getLogger(__name__)
 EXIT_CODE = 75  # EX_TEMPFAIL of sysexits.h: a temporary failure; running again continues the work
 received: list[str] = []  # the stop signals this process has received
 MAY_CHANGE = ("trainer.max_", "trainer.accelerator", "trainer.devices", "trainer.num_nodes")
-MAY_CHANGE += ("strategy", "hydra", "extras", "data.root", "data.path", "paths.data_dir")
+MAY_CHANGE += ("strategy", "hydra", "extras", "data.root", "data.path", "paths.data_dir", "task_name")
 
 
 class ConfigError(CompactHydraException):
@@ -138,7 +138,7 @@ def find_run(runs: str, resume: str) -> Path:
         if (candidate / ".hydra").is_dir():
             return candidate.resolve()
     recent = ", ".join(sorted((d.name for d in found), reverse=True)[:5]) or "none"
-    raise ConfigError(f"resume={resume!r}: no such run. Accepted: latest, a run's path or name: {recent}.")
+    raise ConfigError(f"resume={resume!r}: not in {root}. Accepted: latest, a run's path or name: {recent}.")
 
 
 def run_dir(runs: str, resume: str | None = None) -> str:
