@@ -34,11 +34,14 @@ def test_installed_project_trains_from_another_directory(wheel: Path, tmp_path: 
     result = run("python", "-m", "pip", "install", "--no-deps", "--target", site, wheel, cwd=tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
     elsewhere = tmp_path / "elsewhere"
-    elsewhere.mkdir()
+    (elsewhere / "configs" / "experiment").mkdir(parents=True)  # configs of the user's, found there
+    (elsewhere / "configs" / "experiment" / "mine.yaml").write_text("# @package _global_\nseed: 4321\n")
     for command in (["python", "-m", "my_project.train"], ["python", site / "bin" / "my-project-train"]):
-        result = run(*command, "debug=fdr", cwd=elsewhere, PYTHONPATH=str(site))
+        result = run(*command, "debug=fdr", "experiment=mine", cwd=elsewhere, PYTHONPATH=str(site))
         assert result.returncode == 0, result.stderr[-3000:]
-    assert len(list((elsewhere / "logs" / "debug" / "runs").glob("*/metrics.json"))) == 2
+    finished = list((elsewhere / "logs" / "debug" / "runs").glob("*/metrics.json"))
+    assert len(finished) == 2
+    assert all("seed: 4321" in (path.parent / "config.yaml").read_text() for path in finished)
 
 
 def test_editable_install_runs_the_console_script(default_project: Path, tmp_path: Path) -> None:

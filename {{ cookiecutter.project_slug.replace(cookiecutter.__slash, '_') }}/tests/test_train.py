@@ -132,10 +132,11 @@ def test_a_machine_of_many_cores_adds_no_warning(tmp_path: Path, monkeypatch: py
 
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(16)), raising=False)
     monkeypatch.setattr(os, "cpu_count", lambda: 16)
+    cfg = compose_config("train", tmp_path, QUICK)  # as a run's: its warning filters apply as it composes
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         warnings.simplefilter("ignore", DeprecationWarning)  # as Python's default: for developers
-        train(compose_config("train", tmp_path, QUICK))
+        train(cfg)
     assert [f"{w.filename}: {w.message}" for w in caught] == []
 
 
@@ -184,19 +185,21 @@ def test_the_reference_template_s_checks_pass_without_a_logger(run: str, tmp_pat
     assert runs and all(metrics(r).keys() >= {"test/acc", "test/loss"} for r in runs)
 
 
-def test_machine_settings_come_from_the_local_config_and_dotenv(tmp_path: Path) -> None:
-    """configs/local/default.yaml with top-level keys (found here through Hydra's search path) and
-    ./.env, as the README says; a variable already set (PROJECT_ROOT, by run_script) wins over .env."""
-    (tmp_path / "local").mkdir()
-    (tmp_path / "local" / "default.yaml").write_text("seed: 7\n")
+def test_own_configs_and_machine_settings_come_from_the_project_root_and_dotenv(tmp_path: Path) -> None:
+    """configs/ in the project root (PROJECT_ROOT, set by run_script; an installed project's only place
+    for them): local/default.yaml with top-level keys, an experiment of your own; and ./.env, as the
+    README says; a variable already set (PROJECT_ROOT) wins over .env."""
+    (tmp_path / "configs" / "local").mkdir(parents=True)
+    (tmp_path / "configs" / "local" / "default.yaml").write_text("seed: 7\n")
+    (tmp_path / "configs" / "experiment").mkdir()
+    (tmp_path / "configs" / "experiment" / "mine.yaml").write_text("# @package _global_\ntags: [mine]\n")
     (tmp_path / ".env").write_text("RUN_NAME=from-dotenv\nPROJECT_ROOT=/nowhere\n")
-    result = run_script("train.py", *QUICK, f"hydra.searchpath=[file://{tmp_path}]", cwd=tmp_path)
+    result = run_script("train.py", *QUICK, "experiment=mine", cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
-    assert OmegaConf.load(tmp_path / "logs" / "train" / "runs" / "from-dotenv" / "config.yaml").seed == 7
+    saved = OmegaConf.load(tmp_path / "logs" / "train" / "runs" / "from-dotenv" / "config.yaml")
+    assert saved.seed == 7 and saved.tags == ["mine"]
     # The same RUN_NAME again is that run: continued with its own config, or refused if changed.
-    changed = run_script(
-        "train.py", *QUICK, f"hydra.searchpath=[file://{tmp_path}]", "model.optimizer.lr=0.5", cwd=tmp_path
-    )
+    changed = run_script("train.py", *QUICK, "experiment=mine", "model.optimizer.lr=0.5", cwd=tmp_path)
     assert changed.returncode == 1 and "these would change it: model.optimizer.lr=0.5." in changed.stderr
-    again = run_script("train.py", *QUICK, f"hydra.searchpath=[file://{tmp_path}]", cwd=tmp_path)
+    again = run_script("train.py", *QUICK, "experiment=mine", cwd=tmp_path)
     assert again.returncode == 0 and "is finished" in again.stderr, again.stderr

@@ -22,6 +22,7 @@ from {{ cookiecutter.package_name }}.utils.runs import ConfigError, write_json
 TYPES = {bool: "true or false", int: "an integer", float: "a number"}
 UNCHECKED = ("hydra", "trainer.devices", "trainer.deterministic", "trainer.fast_dev_run", "trainer.limit_")
 UNCHECKED += ("trainer.overfit_batches", "callbacks.model_checkpoint.save_last", "logger.wandb.log_model")
+warnings.filterwarnings("ignore", message="provider=hydra.searchpath in main")  # no configs/ of your own
 
 
 def check_types(cfg: DictConfig, overrides: list[str]) -> None:

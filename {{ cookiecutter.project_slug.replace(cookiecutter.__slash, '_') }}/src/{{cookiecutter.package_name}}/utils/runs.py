@@ -73,8 +73,7 @@ def catch_signals(note: bool = True) -> None:
             signal.signal(signum, _note if note else signal.SIG_DFL)
 
 
-def launched_as_rank_zero() -> bool:
-    """Global rank 0 by the launcher's environment (torchrun, srun, Lightning's DDP children)."""
+def launched_as_rank_zero() -> bool:  # global rank 0 by the launcher's environment: torchrun, srun, DDP's
     rank = os.environ.get("RANK", os.environ.get("SLURM_PROCID", "0"))
     return rank == os.environ.get("LOCAL_RANK", "0") == os.environ.get("NODE_RANK", "0") == "0"
 
