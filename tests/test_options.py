@@ -29,7 +29,7 @@ train.py {pkg}/__init__.py {pkg}/train.py {pkg}/eval.py {pkg}/predict.py {pkg}/e
 {cfg}/model/classifier.yaml {cfg}/model/net/mlp.yaml {cfg}/model/scheduler/cosine.yaml
 {cfg}/model/scheduler/plateau.yaml {cfg}/model/scheduler/step.yaml {cfg}/paths/default.yaml
 {cfg}/strategy/auto.yaml {cfg}/strategy/ddp.yaml {cfg}/strategy/ddp_find_unused_parameters.yaml
-{cfg}/strategy/ddp_spawn.yaml {cfg}/strategy/deepspeed.yaml {cfg}/strategy/fsdp.yaml
+{cfg}/strategy/deepspeed.yaml {cfg}/strategy/fsdp.yaml
 {cfg}/strategy/single_device.yaml {cfg}/trainer/cpu.yaml {cfg}/trainer/default.yaml
 {cfg}/trainer/gpu.yaml {cfg}/trainer/mps.yaml tests/conftest.py tests/signal_helpers.py
 tests/test_configs.py tests/test_crossval.py tests/test_data.py tests/test_errors.py tests/test_eval.py

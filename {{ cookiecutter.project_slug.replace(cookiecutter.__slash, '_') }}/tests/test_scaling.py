@@ -13,7 +13,17 @@ from pathlib import Path
 import hydra
 import pytest
 import torch
-from conftest import NOISE, QUICK, assert_same_run, compose_config, free_port, metrics, run_dirs, run_script
+from conftest import (
+    NOISE,
+    QUICK,
+    assert_same_run,
+    compose_config,
+    free_port,
+    metrics,
+    run_dirs,
+    run_script,
+    stop_at,
+)
 from test_configs import options
 
 from {{ cookiecutter.package_name }}.utils.runs import run_name
@@ -99,6 +109,9 @@ DDP = ("trainer.accelerator=cpu", "trainer.devices=2", "strategy=ddp", "data.bat
 DDP += ("trainer.max_epochs=3", "data.val_fraction=0.1428")
 # One torch thread per rank, however the ranks are started, so that they compute alike.
 ONE_THREAD = {"OMP_NUM_THREADS": "1"}
+# Under torchrun, its sizes (--nproc-per-node, --nnodes) are the trainer's devices and nodes, and Lightning's
+# strategy follows: with no overrides, each process trained alone into the one run, and exited 0 (a probe).
+TORCHRUN = tuple(o for o in DDP if not o.startswith(("trainer.devices", "strategy")))
 
 
 @pytest.fixture(scope="module")
@@ -124,11 +137,28 @@ def test_ddp_writes_one_run_directory_close_to_one_process(two_processes: Path, 
 @pytest.mark.slow
 def test_torchrun_writes_one_run_equal_to_lightning_s_own_ddp(two_processes: Path, tmp_path: Path) -> None:
     launcher = ["-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
-    result = run_script("train.py", *DDP, cwd=tmp_path, launcher=launcher, **ONE_THREAD)
+    result = run_script("train.py", *TORCHRUN, cwd=tmp_path, launcher=launcher, **ONE_THREAD)
     assert result.returncode == 0, result.stderr[-3000:]
     (run,) = run_dirs(tmp_path / "logs")
     assert run.name.startswith("torchrun-")
     assert_same_run(run, two_processes)
+
+
+@pytest.mark.slow
+def test_a_restarted_torchrun_continues_its_run_to_the_same_end(two_processes: Path, tmp_path: Path) -> None:
+    # Rank 1 killed as the second epoch starts: torchrun starts both ranks again, which continue from
+    # last.ckpt. torch hands a restart the rendezvous store of the start before, with its ranks' addresses
+    # (pytorch#135712): Lightning's first gloo group failed ("Connection refused") without the README's
+    # TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1.
+    launcher = ["-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", "--max-restarts=1"]
+    epoch = torch.load(two_processes / "checkpoints" / "last.ckpt", weights_only=True)["global_step"] // 3
+    kill = stop_at("on_train_epoch_start", step=epoch, rank=1, signal="SIGKILL")
+    env = {"TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1", **ONE_THREAD}
+    result = run_script("train.py", *TORCHRUN, *kill, cwd=tmp_path, launcher=launcher, **env)
+    assert result.returncode == 0, result.stderr[-3000:]
+    (run,) = run_dirs(tmp_path / "logs")
+    assert "checkpoints/last.ckpt (epoch 0," in result.stdout + result.stderr
+    assert_same_run(run, two_processes, failed_start=True)  # rank 0 failed, and logged the epoch's rate
 
 
 @pytest.mark.slow
@@ -141,7 +171,7 @@ def test_torchrun_on_two_nodes_equals_two_processes_on_one(two_processes: Path, 
         + [f"--rdzv-endpoint=127.0.0.1:{port}", "--rdzv-id=two-nodes"]
         for rank in (0, 1)
     ]
-    overrides = [*DDP, "trainer.devices=1", "trainer.num_nodes=2"]
+    overrides = TORCHRUN  # trainer.devices=1, num_nodes=2: torchrun's
 
     def node(launcher: list[str]) -> subprocess.CompletedProcess[str]:
         return run_script("train.py", *overrides, cwd=tmp_path, launcher=launcher, timeout=400, **ONE_THREAD)
