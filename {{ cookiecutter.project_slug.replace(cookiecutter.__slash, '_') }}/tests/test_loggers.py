@@ -102,7 +102,7 @@ def test_without_credentials_wandb_logs_offline_and_a_resumed_run_continues_its_
 
 
 @pytest.mark.slow
-def test_multirun_gives_each_job_its_own_wandb_run_grouped_by_the_multirun(tmp_path: Path) -> None:
+def test_multiruns_of_train_and_eval_give_each_job_its_own_wandb_run_grouped(tmp_path: Path) -> None:
     from conftest import run_script
 
     # debug=limit, not fdr: a fast dev run replaces the loggers with a dummy.
@@ -123,6 +123,13 @@ def test_multirun_gives_each_job_its_own_wandb_run_grouped_by_the_multirun(tmp_p
     assert runs[0][0].name.rsplit("-", 1)[1] != runs[1][0].name.rsplit("-", 1)[1]
     for (found,) in runs:
         assert b"grouped" in wandb_records(next(found.glob("run-*.wandb")))  # the W&B group
+    # eval.py's too, a checkpoint each: its second job logged into the first's W&B run (a probe).
+    checkpoints = ",".join(str(sweep / str(job) / "checkpoints" / "last.ckpt") for job in (0, 1))
+    evals = run_script("eval.py", "-m", f"ckpt_path={checkpoints}", cwd=tmp_path, RUN_NAME="evals")
+    assert evals.returncode == 0, evals.stderr[-3000:]
+    evaluated = tmp_path / "logs" / "eval" / "multiruns" / "evals"
+    ids = [{run.name.rsplit("-")[-1] for run in (evaluated / j).glob("wandb/offline-run-*")} for j in "01"]
+    assert len(ids[0]) == len(ids[1]) == 1 and ids[0] != ids[1], ids
 {%- endif %}
 {%- if cookiecutter.logger == 'mlflow' %}
 
