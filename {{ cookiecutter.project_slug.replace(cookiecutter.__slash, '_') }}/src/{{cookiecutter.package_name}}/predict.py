@@ -51,6 +51,8 @@ def predict(cfg: DictConfig) -> Path:
         raise runs.ConfigError(f"input={cfg.input}: {', '.join(bad[:5])} hold NaN or infinite values.")
     loader = torch.utils.data.DataLoader(torch.stack(list(inputs.values())), batch_size=datamodule.batch_size)
     trainer = hydra.utils.instantiate(cfg.trainer, logger=False)
+    if trainer.world_size > 1:  # each rank would predict a share of the inputs, and write one file
+        raise runs.ConfigError(f"trainer.devices={trainer.num_devices}: predict.py uses one device: pass 1.")
     probabilities = torch.cat(trainer.predict(model, dataloaders=loader)).tolist()
     with (path := Path(cfg.paths.output_dir) / "predictions.csv").open("w", newline="") as file:
         writer = csv.writer(file)

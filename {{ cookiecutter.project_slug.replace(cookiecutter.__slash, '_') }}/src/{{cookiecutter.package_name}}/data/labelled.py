@@ -63,8 +63,7 @@ class LabelledDataModule(L.LightningDataModule):
         self.splits = dict(train=Subset(dataset, train), val=Subset(dataset, val), test=Subset(dataset, test))
 
     def _loader(self, split: str, sampling: type, **options) -> StatefulDataLoader:
-        # Each rank its share (Lightning keeps these samplers): training in an order its seed and epoch set
-        # (here too, as Lightning sets it: workers fetch before it does); evaluation once each.
+        # Each rank its share (Lightning keeps these samplers); the epoch set here too: workers fetch first
         n, rank, loop = (t.world_size, t.global_rank, t.fit_loop) if (t := self.trainer) else (1, 0, None)
         epoch = loop.epoch_progress.current.processed if loop else 0  # after an epoch's end: the next one
         (sampler := sampling(self.splits[split], n, rank, **options)).set_epoch(epoch)

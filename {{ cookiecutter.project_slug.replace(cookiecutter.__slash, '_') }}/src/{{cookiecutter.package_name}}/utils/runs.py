@@ -88,8 +88,7 @@ def launch_id() -> str:
     return f"{socket.gethostname()}-{os.getpid()}"
 
 
-def run_name() -> str:
-    """RUN_NAME if set; else the SLURM job or torchrun launch; else the start time."""
+def run_name() -> str:  # RUN_NAME if set; else the SLURM job or torchrun launch; else the start time
     launch, started = launch_id(), f"{datetime.now():%Y-%m-%d_%H-%M-%S_%f}"
     return os.environ.get("RUN_NAME") or (launch if launch.startswith(("slurm-", "torchrun-")) else started)
 
@@ -205,8 +204,7 @@ def checkpoint_to_continue(run: Path, ckpt_path: str | None, datamodule: Any, mo
     return ckpt_path
 
 
-def multirun_name() -> str | None:
-    """The name of the multirun this job belongs to (a W&B group), or None."""
+def multirun_name() -> str | None:  # the name of the multirun this job belongs to (a W&B group), or None
     cfg = HydraConfig.get() if HydraConfig.initialized() else None
     return Path(cfg.sweep.dir).name if cfg and cfg.mode and cfg.mode.name == "MULTIRUN" else None
 
