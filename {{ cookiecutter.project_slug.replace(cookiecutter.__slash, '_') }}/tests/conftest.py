@@ -141,6 +141,7 @@ def assert_same_run(run: Path, reference: Path, failed_start: bool = False) -> N
     import torch
 
     assert metrics(run) == metrics(reference)
+    assert not (run / "checkpoints" / "interrupted.ckpt").exists()  # older than the end: eval.py took it
     history = sorted(set(logged(run))) if failed_start else logged(run)
     assert history == logged(reference)  # a stop at an epoch's end lost the epoch's train/* metrics
     best = [sorted(p.name for p in r.glob("checkpoints/epoch_*.ckpt")) for r in (run, reference)]
