@@ -124,8 +124,8 @@ def test_multiruns_of_train_and_eval_give_each_job_its_own_wandb_run_grouped(tmp
     for (found,) in runs:
         assert b"grouped" in wandb_records(next(found.glob("run-*.wandb")))  # the W&B group
     # eval.py's too, a checkpoint each: its second job logged into the first's W&B run (a probe).
-    checkpoints = ",".join(str(sweep / str(job) / "checkpoints" / "last.ckpt") for job in (0, 1))
-    evals = run_script("eval.py", "-m", f"ckpt_path={checkpoints}", cwd=tmp_path, RUN_NAME="evals")
+    checkpoints = "ckpt_path=" + ",".join(str(sweep / job / "checkpoints" / "last.ckpt") for job in "01")
+    evals = run_script("eval.py", "-m", checkpoints, "logger=wandb", cwd=tmp_path, RUN_NAME="evals")
     assert evals.returncode == 0, evals.stderr[-3000:]
     evaluated = tmp_path / "logs" / "eval" / "multiruns" / "evals"
     ids = [{run.name.rsplit("-")[-1] for run in (evaluated / j).glob("wandb/offline-run-*")} for j in "01"]

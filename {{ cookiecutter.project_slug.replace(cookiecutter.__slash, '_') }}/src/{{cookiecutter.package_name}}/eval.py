@@ -10,7 +10,6 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
 from {{ cookiecutter.package_name }}.utils import config, runs
-from {{ cookiecutter.package_name }}.utils.multirun import multirun_job
 
 log = logging.getLogger(__name__)
 
@@ -41,12 +40,13 @@ def evaluate(cfg: DictConfig) -> dict[str, float]:
     model, datamodule = model_and_data(cfg)
     loggers = [hydra.utils.instantiate(c) for c in (cfg.get("logger") or {}).values() if c]
     trainer = hydra.utils.instantiate(cfg.trainer, logger=loggers or False)
-    with multirun_job(HydraConfig.get().overrides.task):  # in a multirun too: its DDP ranks, its W&B run
-        try:  # on SIGTERM, Lightning's stop exits with status 0 (None): this test did not end, run it again
-            results = trainer.test(model, datamodule=datamodule, verbose=False)[0]
-        except SystemExit as stop:
-            raise SystemExit(stop.code or runs.EXIT_CODE) from None
+    try:  # on SIGTERM, Lightning's stop exits with status 0 (None): this test did not end, run it again
+        results = trainer.test(model, datamodule=datamodule, verbose=False)[0]
+    except SystemExit as stop:
+        raise SystemExit(stop.code or runs.EXIT_CODE) from None
     metrics = {key: float(value) for key, value in sorted(results.items())}
+    for logger in loggers:  # end the logger's run (W&B): a multirun's next job starts its own
+        getattr(logger.experiment, "finish", lambda: None)()
     if trainer.is_global_zero:
         runs.write_json(Path(cfg.paths.output_dir) / "metrics.json", metrics)
         log.info("  ".join(f"{k} {v:.4f}" for k, v in metrics.items()))

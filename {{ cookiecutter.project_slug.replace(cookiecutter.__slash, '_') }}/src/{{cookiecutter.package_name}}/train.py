@@ -87,6 +87,8 @@ def train(cfg: DictConfig, overrides: list[str] | None = None) -> dict[str, floa
         raise runs.Stopped(run, trainer.global_step) from None
     # Results only: the learning rate (lr-*) is a setting, and stays in the logs. JSON has no NaN: null.
     metrics = {key: float(value) for key, value in sorted(metrics.items()) if not key.startswith("lr-")}
+    for logger in trainer.loggers:  # end the logger's run (W&B): a multirun's next job starts its own
+        getattr(logger.experiment, "finish", lambda: None)()
     if trainer.is_global_zero:
         finite = {key: value if abs(value) < float("inf") else None for key, value in metrics.items()}
         runs.write_json(run / "metrics.json", finite)
@@ -128,6 +130,7 @@ def run_train(cfg: DictConfig) -> float | None:
             metrics = train(cfg, given)
     except Exception as error:  # a new run that failed before its first checkpoint leaves nothing behind
         if fresh and not any(run.glob("checkpoints/*.ckpt")) and not isinstance(error, runs.TrainingError):
+            getattr(sys.modules.get("wandb"), "finish", lambda **_: 0)(exit_code=1)  # else it writes at exit
             shutil.rmtree(run, ignore_errors=True)
         raise
     return metrics.get(cfg.optimized_metric) if cfg.get("optimized_metric") else None

@@ -15,7 +15,7 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, open_dict, read_write
 
-from {{ cookiecutter.package_name }}.utils.runs import multirun_name, write_json
+from {{ cookiecutter.package_name }}.utils.runs import write_json
 
 log = logging.getLogger(__name__)
 
@@ -23,10 +23,10 @@ log = logging.getLogger(__name__)
 @contextmanager
 def multirun_job(given: list[str]) -> Iterator[None]:
     """Lightning starts DDP ranks as `python <sys.argv> hydra.run.dir=<run.dir>`; in a multirun both
-    are the sweep's: point them at this job and its `given` overrides. After it, end its ranks, W&B run."""
+    are the sweep's: point them at this job and its `given` overrides; after it, end the job's ranks."""
     environment = dict(os.environ)
-    if multirun_name() and (hydra_cfg := HydraConfig.get()):  # a search (hparams_search) too
-        sys.argv = [sys.argv[0], *given, "hydra.mode=RUN"]
+    if HydraConfig.initialized() and (hydra_cfg := HydraConfig.get()).mode.name == "MULTIRUN":
+        sys.argv = [sys.argv[0], *given, "hydra.mode=RUN"]  # a search (hparams_search) sets MULTIRUN
         with read_write(hydra_cfg), open_dict(hydra_cfg):
             hydra_cfg.run.dir = hydra_cfg.runtime.output_dir
     try:
@@ -34,7 +34,6 @@ def multirun_job(given: list[str]) -> Iterator[None]:
     finally:
         if (dist := sys.modules.get("torch.distributed")) and dist.is_available() and dist.is_initialized():
             dist.destroy_process_group()
-        getattr(sys.modules.get("wandb"), "finish", lambda **_: 0)(exit_code=1 if sys.exc_info()[0] else 0)
         os.environ.clear()  # the next job starts as this one did
         os.environ.update(environment)
 

@@ -78,8 +78,7 @@ def launched_as_rank_zero() -> bool:  # global rank 0 by the launcher's environm
     return rank == os.environ.get("LOCAL_RANK", "0") == os.environ.get("NODE_RANK", "0") == "0"
 
 
-def launch_id() -> str:
-    """The same on every rank of one launch, and for a requeued SLURM job; new for any other start."""
+def launch_id() -> str:  # the same on every rank of one launch, and for a requeued SLURM job; else new
     if os.environ.get("SLURM_JOB_ID") and os.environ.get("SLURM_JOB_NAME") not in ("bash", "interactive"):
         array = f"_{os.environ['SLURM_ARRAY_TASK_ID']}" if "SLURM_ARRAY_TASK_ID" in os.environ else ""
         return f"slurm-{os.environ['SLURM_JOB_ID']}{array}"
@@ -93,8 +92,7 @@ def run_name() -> str:  # RUN_NAME if set; else the SLURM job or torchrun launch
     return os.environ.get("RUN_NAME") or (launch if launch.startswith(("slurm-", "torchrun-")) else started)
 
 
-def holder(run: Path) -> str | None:
-    """Who holds the run, if a live process of another launch does: "pid 12 on host x ..."."""
+def holder(run: Path) -> str | None:  # "pid 12 on host x ..." if a live process of another launch holds it
     try:
         lock = json.loads((run / ".lock").read_text())
         if lock["launch"] == launch_id():  # another rank of this launch, or this SLURM job requeued
