@@ -135,10 +135,10 @@ def test_a_limit_on_predict_batches_predicts_the_first_inputs(trained_run: tuple
     assert rows[0]["input"] == first
 
 
-def test_predict_on_more_than_one_device_is_refused(trained_run: tuple, tmp_path: Path) -> None:
+def test_predict_on_more_than_one_device_is_refused(checkpoint: Path, tmp_path: Path) -> None:
     # Each rank predicted a share of the inputs into one file: half the rows, under other inputs' names.
-    source, checkpoint = trained_run[0] / "data" / "digits", best_checkpoint(trained_run[0])
+    # Refused before any input is read (any existing path will do: the checkpoint's).
     devices = ("trainer.accelerator=cpu", "trainer.devices=2")
-    result = run_script("predict.py", f"ckpt_path={checkpoint}", f"input={source}", *devices, cwd=tmp_path)
+    result = run_script("predict.py", f"ckpt_path={checkpoint}", f"input={checkpoint}", *devices, cwd=tmp_path)
     assert result.returncode == 1 and "trainer.devices=2: predict.py uses one device" in result.stderr
     assert not list(tmp_path.glob("logs/predict/runs/*/predictions.csv"))

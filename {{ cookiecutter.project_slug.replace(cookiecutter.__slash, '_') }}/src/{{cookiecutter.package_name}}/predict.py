@@ -43,6 +43,9 @@ def predict(cfg: DictConfig) -> Path:
     if not cfg.get("input") or not Path(cfg.input).exists():
         raise runs.ConfigError(f"input={cfg.get('input')!r}: no such file or folder. Pass what to predict.")
     model, datamodule = model_and_data(cfg)
+    trainer = hydra.utils.instantiate(cfg.trainer, logger=False)
+    if trainer.world_size > 1:  # each rank would predict a share of the inputs, and write one file
+        raise runs.ConfigError(f"trainer.devices={trainer.num_devices}: predict.py uses one device: pass 1.")
     with runs.named_errors():  # OSError: not an image Pillow reads (it names the file)
         inputs = read_inputs(Path(cfg.input), datamodule)
     if not inputs:
@@ -50,9 +53,6 @@ def predict(cfg: DictConfig) -> Path:
     if bad := [name for name, x in inputs.items() if not torch.isfinite(x).all()]:
         raise runs.ConfigError(f"input={cfg.input}: {', '.join(bad[:5])} hold NaN or infinite values.")
     loader = torch.utils.data.DataLoader(torch.stack(list(inputs.values())), batch_size=datamodule.batch_size)
-    trainer = hydra.utils.instantiate(cfg.trainer, logger=False)
-    if trainer.world_size > 1:  # each rank would predict a share of the inputs, and write one file
-        raise runs.ConfigError(f"trainer.devices={trainer.num_devices}: predict.py uses one device: pass 1.")
     probabilities = torch.cat(trainer.predict(model, dataloaders=loader)).tolist()
     with (path := Path(cfg.paths.output_dir) / "predictions.csv").open("w", newline="") as file:
         writer = csv.writer(file)
