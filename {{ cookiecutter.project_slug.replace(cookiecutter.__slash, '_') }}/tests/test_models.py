@@ -95,7 +95,7 @@ def test_each_debug_config_runs(debug: str, tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_overfitting_one_batch_learns_it_by_heart(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    # Its accuracy, not a loss threshold: a loss of yours (label smoothing's floor is 0.5 here) may not reach 0.
+    # Its accuracy, not a loss threshold: a loss of yours may not reach 0 (label smoothing's floor is 0.5).
     caplog.set_level("INFO", logger="{{ cookiecutter.package_name }}.train")
     metrics = train(compose_config("train", tmp_path, ["debug=overfit", "test=false"]))
     assert metrics["train/acc"] == 1.0, metrics

@@ -138,7 +138,7 @@ def test_a_limit_on_predict_batches_predicts_the_first_inputs(trained_run: tuple
 def test_predict_on_more_than_one_device_is_refused(checkpoint: Path, tmp_path: Path) -> None:
     # Each rank predicted a share of the inputs into one file: half the rows, under other inputs' names.
     # Refused before any input is read (any existing path will do: the checkpoint's).
-    devices = ("trainer.accelerator=cpu", "trainer.devices=2")
-    result = run_script("predict.py", f"ckpt_path={checkpoint}", f"input={checkpoint}", *devices, cwd=tmp_path)
+    devices = ("trainer.accelerator=cpu", "trainer.devices=2", f"input={checkpoint}")
+    result = run_script("predict.py", f"ckpt_path={checkpoint}", *devices, cwd=tmp_path)
     assert result.returncode == 1 and "trainer.devices=2: predict.py uses one device" in result.stderr
     assert not list(tmp_path.glob("logs/predict/runs/*/predictions.csv"))
