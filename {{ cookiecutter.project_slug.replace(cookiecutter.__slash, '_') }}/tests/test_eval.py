@@ -35,6 +35,26 @@ def test_eval_reproduces_the_test_metrics_of_training(
     assert (tmp_path / "confusion_matrix.png").read_bytes().startswith(b"\x89PNG")
 
 
+def test_the_last_epoch_s_validation_metrics_are_its_weights_alone(
+    trained_run: tuple[Path, dict[str, float]],
+) -> None:
+    # Metrics that accumulate over epochs (a metric never reset) reported a mix of every epoch's weights:
+    # only a resume test noticed (a probe). The last epoch's are what a validation of last.ckpt gives.
+    import hydra
+    import lightning as L
+    from omegaconf import OmegaConf
+
+    from {{ cookiecutter.package_name }}.models.classifier import Classifier
+
+    run, trained = trained_run
+    model = Classifier.load_from_checkpoint(run / "checkpoints" / "last.ckpt", weights_only=True)
+    datamodule = hydra.utils.instantiate(OmegaConf.load(run / "config.yaml").data)
+    trainer = L.Trainer(accelerator="cpu", logger=False, enable_progress_bar=False)
+    (fresh,) = trainer.validate(model, datamodule=datamodule, verbose=False)
+    for key in ("val/acc", "val/f1", "val/loss"):
+        assert fresh[key] == pytest.approx(trained[key], abs=1e-6), key
+
+
 def test_train_false_tests_the_checkpoint_at_ckpt_path(
     trained_run: tuple[Path, dict[str, float]], tmp_path: Path
 ) -> None:
