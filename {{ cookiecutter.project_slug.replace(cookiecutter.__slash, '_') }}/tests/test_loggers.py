@@ -101,6 +101,20 @@ def test_without_credentials_wandb_logs_offline_and_a_resumed_run_continues_its_
     assert len(starts) == 2 and len({start.name.rsplit("-", 1)[1] for start in starts}) == 1  # one W&B run id
 
 
+def test_a_train_call_that_fails_ends_its_wandb_run_and_the_next_call_logs_to_its_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import wandb
+
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    failing = ["logger=wandb", *SHORT, "model.optimizer.lr=-1"]  # torch refuses it as training starts
+    with pytest.raises(Exception, match="Invalid learning rate"):
+        train(compose_config("train", tmp_path / "failed", failing))
+    assert wandb.run is None  # ended: a notebook's next call logged into the failed one's run (a probe)
+    train(compose_config("train", tmp_path / "next", ["logger=wandb", *SHORT]))
+    assert len(list((tmp_path / "next").glob("wandb/offline-run-*"))) == 1
+
+
 @pytest.mark.slow
 def test_multiruns_of_train_and_eval_give_each_job_its_own_wandb_run_grouped(tmp_path: Path) -> None:
     from conftest import run_script

@@ -61,19 +61,19 @@ def train(cfg: DictConfig, overrides: list[str] | None = None) -> dict[str, floa
         config.save_config(cfg, run, first_start=not cfg.get("resume") and (run / ".hydra").is_dir())
         if overrides is not None and (run / ".hydra").is_dir():  # (JSON is YAML)
             runs.write_json(run / ".hydra" / "overrides.yaml", overrides)
-    for logger in trainer.loggers:
-{%- if cookiecutter.logger == 'mlflow' %}
-        mlflow_run = getattr(logger, "run_id", None)  # MLflow's, a str (fast_dev_run's dummy has any name)
-        if isinstance(mlflow_run, str) and OmegaConf.select(cfg, "logger.mlflow.run_id"):
-            continue  # a resume logs to its first start's MLflow run, whose params cannot change
-{%- endif %}
-        logger.log_hyperparams(OmegaConf.to_container(cfg, resolve=True))
-{%- if cookiecutter.logger == 'mlflow' %}
-        if isinstance(mlflow_run, str) and runs.launched_as_rank_zero():  # where a resume finds it
-            (run / ".mlflow_run_id").write_text(mlflow_run)
-{%- endif %}
     metrics: dict[str, Any] = {}
     try:
+        for logger in trainer.loggers:
+{%- if cookiecutter.logger == 'mlflow' %}
+            mlflow_run = getattr(logger, "run_id", None)  # MLflow's: a str (fast_dev_run's dummy: any)
+            if isinstance(mlflow_run, str) and OmegaConf.select(cfg, "logger.mlflow.run_id"):
+                continue  # a resume logs to its first start's MLflow run, whose params cannot change
+{%- endif %}
+            logger.log_hyperparams(OmegaConf.to_container(cfg, resolve=True))
+{%- if cookiecutter.logger == 'mlflow' %}
+            if isinstance(mlflow_run, str) and runs.launched_as_rank_zero():  # where a resume finds it
+                (run / ".mlflow_run_id").write_text(mlflow_run)
+{%- endif %}
         if cfg.train:
             if cfg.get("resume") and not checkpoint:  # it stopped or failed before its first checkpoint
                 log.warning(f"{run} has no checkpoint to continue from: its training starts over.")
@@ -85,10 +85,11 @@ def train(cfg: DictConfig, overrides: list[str] | None = None) -> dict[str, floa
             metrics.update(trainer.callback_metrics)
     except SIGTERMException:  # Lightning's stop (exit status 0): at an epoch's end, or before Resumable's
         raise runs.Stopped(run, trainer.global_step) from None
+    finally:  # end the loggers' runs (W&B; a failed one with exit code 1): a next job or call starts its own
+        for logger in trainer.loggers:
+            getattr(logger.experiment, "finish", lambda **_: 0)(exit_code=int(sys.exc_info()[0] is not None))
     # Results only: the learning rate (lr-*) is a setting, and stays in the logs. JSON has no NaN: null.
     metrics = {key: float(value) for key, value in sorted(metrics.items()) if not key.startswith("lr-")}
-    for logger in trainer.loggers:  # end the logger's run (W&B): a multirun's next job starts its own
-        getattr(logger.experiment, "finish", lambda: None)()
     if trainer.is_global_zero:
         finite = {key: value if abs(value) < float("inf") else None for key, value in metrics.items()}
         runs.write_json(run / "metrics.json", finite)
@@ -130,7 +131,6 @@ def run_train(cfg: DictConfig) -> float | None:
             metrics = train(cfg, given)
     except Exception as error:  # a new run that failed before its first checkpoint leaves nothing behind
         if fresh and not any(run.glob("checkpoints/*.ckpt")) and not isinstance(error, runs.TrainingError):
-            getattr(sys.modules.get("wandb"), "finish", lambda **_: 0)(exit_code=1)  # else it writes at exit
             shutil.rmtree(run, ignore_errors=True)
         raise
     return metrics.get(cfg.optimized_metric) if cfg.get("optimized_metric") else None
