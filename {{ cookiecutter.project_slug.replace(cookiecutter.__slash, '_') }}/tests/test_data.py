@@ -162,6 +162,36 @@ def test_16_bit_images_keep_their_contrast(tmp_path: Path) -> None:
     assert torch.allclose(x[0, 0], torch.from_numpy(pixels / 65535).float(), atol=1 / 255)
 
 
+def test_a_photo_is_read_as_shown_turned_by_its_exif_orientation(tmp_path: Path) -> None:
+    stored = np.zeros((20, 40, 3), np.uint8)  # 20 high, 40 wide, as a camera writes it; the left half white
+    stored[:, :20] = 255
+    exif = Image.Exif()
+    exif[0x0112] = 6  # Orientation: shown turned a quarter clockwise, 40 high, 20 wide, white on top
+    for label in ("a", "b"):
+        (tmp_path / "photos" / label).mkdir(parents=True)
+        for i in range(10):
+            Image.fromarray(stored).save(tmp_path / "photos" / label / f"{i}.jpg", exif=exif)
+    cfg = compose_config("train", tmp_path, ["data=image_folder", f"data.root={tmp_path / 'photos'}"])
+    datamodule = hydra.utils.instantiate(cfg.data)
+    datamodule.setup("fit")
+    x, _ = next(iter(datamodule.train_dataloader()))
+    assert datamodule.input_shape == (3, 40, 20) and tuple(x.shape[1:]) == (3, 40, 20)
+    assert x[:, :, :20].mean() > 0.9 and x[:, :, 20:].mean() < 0.1  # was: sideways, white on the left
+
+
+def test_a_csv_with_a_byte_order_mark_is_read_in_training_and_predict(tmp_path: Path) -> None:
+    from {{ cookiecutter.package_name }}.predict import read_inputs
+
+    excel = tmp_path / "excel.csv"  # Excel's "CSV UTF-8" begins with one
+    excel.write_bytes(b"\xef\xbb\xbf" + write_table(tmp_path / "table.csv").read_bytes())
+    cfg = compose_config("train", tmp_path, ["data=csv", f"data.path={excel}", "data.target=species"])
+    datamodule = hydra.utils.instantiate(cfg.data)
+    datamodule.setup("fit")
+    assert datamodule.features == ["width", "height", "depth", "mass"]  # was: "\\ufeffwidth", ...
+    assert datamodule.class_names == ["kind_0", "kind_1", "kind_2"]
+    assert len(read_inputs(excel, datamodule)) == 300
+
+
 @pytest.mark.parametrize(
     "pixels", [np.linspace(0, 1, 64, dtype=np.float32), np.arange(64, dtype=np.int32) << 20]
 )

@@ -22,7 +22,7 @@ def read_inputs(path: Path, datamodule: Any) -> dict[str, Any]:
     from {{ cookiecutter.package_name }}.data.image_folder import SUFFIXES as IMAGES
 
     if len(datamodule.input_shape) == 1 and path.suffix.lower() == ".csv":
-        with path.open(newline="") as file:
+        with path.open(newline="", encoding="utf-8-sig") as file:
             rows = enumerate(csv.DictReader(file), start=2)
             return {f"{path.name}:{line}": datamodule.transform(row) for line, row in rows}
     folder = path if path.is_dir() else path.parent

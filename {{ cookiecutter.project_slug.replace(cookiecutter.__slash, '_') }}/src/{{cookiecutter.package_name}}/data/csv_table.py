@@ -24,7 +24,7 @@ class CSVDataModule(LabelledDataModule):
     def rows(self) -> list[dict[str, str]]:
         if not self.path.is_file():
             raise ValueError(f"data.path={str(self.path)!r}: no such file. Pass a CSV file with a header.")
-        with self.path.open(newline="") as file:
+        with self.path.open(newline="", encoding="utf-8-sig") as file:  # Excel's BOM too
             rows, columns = list(reader := csv.DictReader(file)), reader.fieldnames or []
         if missing := [c for c in [self.target, *(self.chosen or [])] if c not in columns]:
             raise ValueError(f"{self.path} has no column {', '.join(map(repr, missing))}: it has {columns}.")

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from PIL import Image
+from PIL import Image, ImageOps
 from torch import Tensor
 from torch.utils.data import Dataset
 
@@ -23,7 +23,7 @@ def to_tensor(image: Image.Image, size: tuple[int, int], channels: int) -> Tenso
             raise ValueError(f"{image.filename}: 32-bit pixels (mode {image.mode}); accepted: 8 or 16 bits.")
         if image.mode.startswith("I;16"):  # 16-bit gray: to 8 bits by scaling, not clipping (convert's way)
             image = image.convert("I").point(lambda value: value / 256)
-        image = image.convert("L" if channels == 1 else "RGB")
+        image = ImageOps.exif_transpose(image).convert("L" if channels == 1 else "RGB")  # a photo as shown
     except OSError as error:  # a file cut short: Pillow's message does not name it
         raise OSError(f"{image.filename}: {error}") from None
     pixels = np.atleast_3d(np.asarray(image.resize(size[::-1], Image.Resampling.BILINEAR), dtype=np.float32))
@@ -78,7 +78,7 @@ class ImageFolderDataModule(LabelledDataModule):
     def size(self) -> tuple[int, int]:
         if self.image_size is None:
             with Image.open(self.images[0][0]) as first:
-                return first.height, first.width
+                return ImageOps.exif_transpose(first).size[::-1]  # (height, width) as shown
         size = tuple(self.image_size) if isinstance(self.image_size, list | tuple) else (self.image_size,) * 2
         if len(size) != 2 or not all(type(n) is int and n > 0 for n in size):
             raise ValueError(f"data.image_size={self.image_size}: accepted: [height, width], a size or null.")
