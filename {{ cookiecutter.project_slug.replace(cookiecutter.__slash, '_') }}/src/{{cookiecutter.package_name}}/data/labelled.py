@@ -21,8 +21,8 @@ def start_worker(worker_id: int) -> None:
 
 class LabelledDataModule(L.LightningDataModule):
     """Splits (input, label) pairs into train, val and test, and batches them; subclasses implement
-    `load() -> (dataset, labels)`, `class_names` and `input_shape`. The split depends on its fractions and
-    seed alone (the same test set in every run); with `fold`, the rest makes `num_folds` stratified folds."""
+    `load() -> (dataset, labels)`, `class_names` and `input_shape`. The split follows the samples, fractions
+    and seed (the same files: the same test set); with `fold`, the rest makes `num_folds` stratified folds."""
 
     def __init__(
         self,
