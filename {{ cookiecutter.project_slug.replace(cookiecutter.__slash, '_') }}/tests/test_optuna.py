@@ -137,7 +137,7 @@ def test_a_search_of_ddp_trials_is_one_search(tmp_path: Path) -> None:
     assert [trial.state.name for trial in load(tmp_path, "ddp").trials] == ["COMPLETE"]
 
 
-def test_a_study_continued_for_another_metric_direction_or_config_is_refused(tmp_path: Path) -> None:
+def test_a_study_continued_for_another_metric_direction_config_or_space_is_refused(tmp_path: Path) -> None:
     # Optuna loads a study with its own direction, whatever the sweeper's: the best trial mixed both.
     minimize = ("optimized_metric=val/loss", "hydra.sweeper.direction=minimize")
     assert run_script("train.py", *search("s", 1, *minimize), cwd=tmp_path).returncode == 0
@@ -147,6 +147,10 @@ def test_a_study_continued_for_another_metric_direction_or_config_is_refused(tmp
     # Another data or net: its trials would join the study's, its best trial and summary mixed both.
     result = run_script("train.py", *search("s", 2, *minimize, "data.val_fraction=0.3"), cwd=tmp_path)
     assert result.returncode == 1 and "adds data.val_fraction=0.3 and leaves out nothing" in result.stderr
+    # Another space: the sampler's next points would come from trials of both (a probe's, unnoticed).
+    narrower = "model.net.dropout=interval(0.0, 0.2)"
+    result = run_script("train.py", *search("s", 2, *minimize, narrower), cwd=tmp_path)
+    assert result.returncode == 1 and "another space (model.net.dropout: FloatDistribution" in result.stderr
     assert len(load(tmp_path, "s").trials) == 1
     hardware = ["trainer.accelerator=cpu", "logger=[]", "extras.print_config=false"]  # may differ
     assert run_script("train.py", *search("s", 2, *minimize, *hardware), cwd=tmp_path).returncode == 0

@@ -74,6 +74,7 @@ class OptunaSweeper(Sweeper):
         )
         metric = OmegaConf.select(self.config, "optimized_metric", default=None)
         kept = sorted(o for o in fixed if not o.split("=", 1)[0].lstrip("+~").startswith(MAY_DIFFER))
+        searched = {key: repr(distribution) for key, distribution in sorted(space.items())}
         if study.get_trials(deepcopy=False):
             sampler.reseed_rng()  # seeded, it would draw the study's first points again
             was = (study.user_attrs.get("metric", metric), study.direction.name.lower())
@@ -91,8 +92,19 @@ class OptunaSweeper(Sweeper):
                     "with its overrides (the hardware, logger and data's place may differ), or start another "
                     "study (hydra.sweeper.study_name=<new name>)."
                 )
+            if (before := study.user_attrs.get("space", searched)) != searched:  # the sampler would mix both
+                changes = [
+                    f"{key}: {before.get(key, 'not searched')}, now {searched.get(key, 'not searched')}"
+                    for key in sorted({*before, *searched})
+                    if before.get(key) != searched.get(key)
+                ]
+                raise ConfigError(
+                    f"Study {study.study_name} in {url} searches another space ({'; '.join(changes)}). "
+                    "Continue it with its space, or start another (hydra.sweeper.study_name=<new name>)."
+                )
         study.set_user_attr("metric", metric)
         study.set_user_attr("fixed", kept)
+        study.set_user_attr("space", searched)
         # Storages keep no pruner: the trials' callbacks take the sweeper's from here.
         spec = OmegaConf.to_container(self.pruner) if OmegaConf.is_config(self.pruner) else self.pruner
         study.set_user_attr("pruner", spec)
@@ -137,7 +149,7 @@ class OptunaSweeper(Sweeper):
             if (size := min(self.n_jobs, self.n_trials - done - running)) > 0:
                 return [study.ask(space) for _ in range(size)]
             log.info(f"Waiting for the {running} trials still running in other workers.")
-            time.sleep(self.heartbeat_interval)
+            time.sleep(min(5, self.heartbeat_interval))  # a worker's allocation (a GPU) waits meanwhile
 
     def _run(self, study: Any, trials: list[Any], fixed: list[str], url: str) -> None:
         """Launch one batch of trials, then tell the study how each ended (pruned: its callback said so)."""
