@@ -162,6 +162,18 @@ def test_seed_zero_is_a_seed(tmp_path: Path) -> None:
     assert first == train(compose_config("train", tmp_path / "b", ["seed=0", *QUICK]))
 
 
+def test_a_call_into_a_finished_run_s_folder_is_refused(tmp_path: Path) -> None:
+    from {{ cookiecutter.package_name }}.train import train
+    from {{ cookiecutter.package_name }}.utils.runs import ConfigError
+
+    train(compose_config("train", tmp_path, QUICK))
+    written = (tmp_path / "metrics.json").read_text()
+    again = compose_config("train", tmp_path, [*QUICK, "model.optimizer.lr=0.01"])  # a notebook's next call
+    with pytest.raises(ConfigError, match="is finished .*: pass another paths.output_dir"):
+        train(again)  # was: continued from last.ckpt, trained nothing, returned the first call's metrics
+    assert (tmp_path / "metrics.json").read_text() == written
+
+
 # The reference template's test ideas, run here with no logger at all.
 WITHOUT_LOGGER = {
     "fast dev run (logger=null: how the reference template says it)": ["debug=fdr", "logger=null"],

@@ -21,11 +21,12 @@ log = logging.getLogger(__name__)
 
 def train(cfg: DictConfig, overrides: list[str] | None = None) -> dict[str, float]:
     """Fit the model, test its best checkpoint, write metrics.json; return the final metrics."""
-    config.quiet_console(cfg)  # first: it loads torch and Lightning
+    if (run := Path(cfg.paths.output_dir)).joinpath("metrics.json").exists():  # train.py says so first
+        raise runs.ConfigError(f"{run} is finished (it has metrics.json): pass another paths.output_dir.")
+    config.quiet_console(cfg)  # it loads torch and Lightning
     import lightning as L
     from lightning.pytorch.utilities.exceptions import SIGTERMException
 
-    run = Path(cfg.paths.output_dir)
     if cfg.get("seed") is not None:
         L.seed_everything(cfg.seed, workers=True, verbose=False)
     with runs.named_errors():  # what the data or the net cannot use: one message, as for bad config
