@@ -82,6 +82,8 @@ def test_a_run_moved_while_stopped_resumes_where_it_is_now(
 LOOPS = {
     "accumulated gradients": (["trainer.accumulate_grad_batches=3"], 2),
     "mid-epoch validation": (["trainer.val_check_interval=2"], 2),
+    # The signal before a batch that a validation follows: the stop waits for it (a resume skipped it).
+    "mid-epoch validation due": (["trainer.val_check_interval=2"], 1),
     "validation every other epoch": (["trainer.check_val_every_n_epoch=2", "trainer.max_epochs=3"], 10),
     "loader workers": (["data.num_workers=2"], 6),
 }

@@ -28,9 +28,7 @@ class EpochLines(ProgressBar):
             log.info(f"epoch {trainer.current_epoch}/{trainer.max_epochs - 1}  {shown}")  # as Lightning's bar
 
 
-class TestReport(L.Callback):
-    """After testing: confusion_matrix.png (to the loggers too) and test_per_class.csv."""
-
+class TestReport(L.Callback):  # after testing: confusion_matrix.png (to the loggers too), test_per_class.csv
     def __init__(self, dirpath: str) -> None:
         self.dirpath, self.matrix = Path(dirpath), MulticlassConfusionMatrix(2)
 

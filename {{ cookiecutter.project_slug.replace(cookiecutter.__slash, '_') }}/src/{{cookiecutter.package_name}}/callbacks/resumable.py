@@ -73,8 +73,9 @@ class Resumable(Checkpoint):
                 f"The training loss is {loss.item()} at step {trainer.global_step - 1}; no checkpoint holds "
                 "its weights. Common causes: model.optimizer.lr too high, non-finite data, 16-mixed overflow."
             )
-        if (n := args[-1] + 1) < trainer.num_training_batches and not n % trainer.accumulate_grad_batches:
-            self.stop_here(trainer, save=True)  # between optimizer steps; after the last: at the epoch's end
+        n, due = args[-1] + 1, trainer.fit_loop.epoch_loop._should_check_val_fx(None)  # a validation next
+        if n < trainer.num_training_batches and not (n % trainer.accumulate_grad_batches or due):
+            self.stop_here(trainer, save=True)  # between optimizer steps, not where a resume skips validation
 
     def on_fit_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         self.path.unlink(missing_ok=True)  # a stop's checkpoint, older than the end: eval.py would take it
