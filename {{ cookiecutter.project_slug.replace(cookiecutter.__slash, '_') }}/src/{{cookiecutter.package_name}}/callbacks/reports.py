@@ -17,9 +17,7 @@ def progress_bar() -> ProgressBar:  # Lightning's rich bar in a terminal; else (
     return RichProgressBar() if sys.stdout.isatty() else EpochLines()
 
 
-class EpochLines(ProgressBar):
-    """One log line per epoch, nothing redrawn (a ProgressBar, so Lightning adds no bar of its own)."""
-
+class EpochLines(ProgressBar):  # one log line per epoch, nothing redrawn (a ProgressBar: Lightning adds none)
     enable = disable = lambda self: None  # Lightning's calls, on ranks other than 0: they log nothing  # noqa: E731
 
     def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:

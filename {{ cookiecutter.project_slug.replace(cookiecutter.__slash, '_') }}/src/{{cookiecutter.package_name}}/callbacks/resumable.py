@@ -1,17 +1,16 @@
 """Stop on a signal and resume exactly, where Lightning stops on SIGTERM alone (exit 0), hangs under DDP
-if one rank is signalled, saves no random state, freezes a thawed backbone again (tests/test_resume.py)."""
+if one rank is signalled, saves no random state, steps plateaus late, refreezes backbones (test_resume.py)."""
 
 import os
-import random
 import subprocess
 from functools import partialmethod
 from pathlib import Path
 from typing import Any
 
 import lightning as L
-import numpy as np
 import torch
 import torch.distributed as dist
+from lightning.fabric.utilities.seed import _collect_rng_states, _set_rng_states
 from lightning.pytorch.callbacks import Checkpoint
 from omegaconf import OmegaConf
 from torchmetrics import Metric
@@ -66,9 +65,18 @@ class Resumable(Checkpoint):
                 tuning.make_trainable(pl_module.backbone)  # resumed after its thaw: its setup froze it again
         self.stop_here(trainer)
 
+    def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        # ReduceLROnPlateau on a val* metric steps here, before the epoch's checkpoints: Lightning's step,
+        # after them, was in none, and skipped in an epoch resumed: a resume lowered the rate an epoch late.
+        plateaus = {c.monitor[:3] for c in trainer.lr_scheduler_configs if c.reduce_on_plateau}
+        epoch = trainer.fit_loop.epoch_loop  # its last validation (a resume's sanity check may look like it)
+        if plateaus == {"val"} and not trainer.sanity_checking and epoch._num_ready_batches_reached():
+            epoch.update_lr_schedulers("epoch", update_plateau_schedulers=True)
+            trainer.fit_loop._restarting = True  # then Lightning's own step is skipped
+
     def on_train_batch_end(self, trainer: L.Trainer, pl_module: Any, outputs: Any, *args: Any) -> None:
         loss = outputs["loss"] if isinstance(outputs, dict) else outputs
-        if isinstance(loss, torch.Tensor) and not np.isfinite(loss.item()):
+        if isinstance(loss, torch.Tensor) and not loss.isfinite():
             raise TrainingError(
                 f"The training loss is {loss.item()} at step {trainer.global_step - 1}; no checkpoint holds "
                 "its weights. Common causes: model.optimizer.lr too high, non-finite data, 16-mixed overflow."
@@ -90,10 +98,9 @@ class Resumable(Checkpoint):
         if self.group is not None:  # every rank saves; rank 0 writes the file
             dist.all_gather_object(by_rank, sums, group=self.group)
         self.metrics |= {k: float(v) for k, v in trainer.callback_metrics.items() if v.numel() == 1}
-        kind, keys, *rest = np.random.get_state()  # as plain data: it loads with torch's weights_only
-        rng = dict(python=random.getstate(), numpy=[kind, keys.tolist(), *rest], torch=torch.get_rng_state())
-        if torch.cuda.is_available() and torch.cuda.is_initialized():
-            rng["cuda"] = torch.cuda.get_rng_state_all()
+        rng = _collect_rng_states(include_cuda=torch.cuda.is_initialized())  # torch's, numpy's, Python's
+        kind, keys, *rest = rng["numpy"]  # as plain data: it loads with torch's weights_only
+        rng["numpy"] = [kind, keys.tolist(), *rest]
         checkpoint["resumable"] = dict(random=rng, sums=by_rank, metrics=self.metrics, data=self.data)
         checkpoint["resumable"]["stop"] = trainer.should_stop  # ended early: its resume (not ckpt_path=) too
 
@@ -104,12 +111,7 @@ class Resumable(Checkpoint):
             checkpoint["lr_schedulers"] = [{"last_epoch": state["last_epoch"]} for state in states]
         if not (saved := checkpoint.get("resumable")):
             return
-        random.setstate(saved["random"]["python"])
-        kind, keys, *rest = saved["random"]["numpy"]
-        np.random.set_state((kind, np.array(keys, dtype=np.uint32), *rest))
-        torch.set_rng_state(saved["random"]["torch"])
-        if "cuda" in saved["random"] and torch.cuda.is_available():
-            torch.cuda.set_rng_state_all(saved["random"]["cuda"])
+        _set_rng_states(saved["random"])
         self.metrics, own = saved["metrics"], Path(trainer.ckpt_path).parent == self.path.parent  # resume=
         trainer.should_stop = saved.get("stop", False) and own  # (ckpt_path= of another run trains on)
         for callback in trainer.checkpoint_callbacks if own else []:  # the run moved since: its files now

@@ -31,9 +31,7 @@ def to_tensor(image: Image.Image, size: tuple[int, int], channels: int) -> Tenso
 
 
 @dataclass
-class ImageFiles(Dataset):
-    """(image, label) pairs, each file read when asked for and made a tensor by `transform`."""
-
+class ImageFiles(Dataset):  # (image, label) pairs, each file read when asked for, made a tensor by transform
     files: Sequence[Path]
     labels: Sequence[int]
     transform: Callable[[Image.Image], Tensor]

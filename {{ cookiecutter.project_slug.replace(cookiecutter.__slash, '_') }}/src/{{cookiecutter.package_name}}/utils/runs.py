@@ -29,12 +29,10 @@ MAY_CHANGE = ("trainer.max_", "trainer.accelerator", "trainer.devices", "trainer
 MAY_CHANGE += ("strategy", "hydra", "extras", "data.root", "data.path", "paths.data_dir", "task_name")
 
 
-class ConfigError(CompactHydraException):
-    """Bad input: Hydra prints the message alone (HYDRA_FULL_ERROR=1 adds the traceback), exit 1."""
+class ConfigError(CompactHydraException): ...  # bad input: Hydra prints the message alone (exit 1)
 
 
-class TrainingError(CompactHydraException):
-    """Training cannot go on (a non-finite loss)."""
+class TrainingError(CompactHydraException): ...  # training cannot go on (a non-finite loss)
 
 
 class Stopped(SystemExit):
