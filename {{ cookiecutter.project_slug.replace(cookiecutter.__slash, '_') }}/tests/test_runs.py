@@ -120,7 +120,7 @@ def test_a_run_stopped_after_its_last_epoch_resumes_longer_on_the_new_schedule(t
 
 
 @pytest.mark.slow
-def test_a_resume_with_fewer_epochs_than_done_is_refused_and_any_schedule_resumes(tmp_path: Path) -> None:
+def test_a_resume_taking_back_epochs_or_steps_is_refused_and_any_schedule_resumes(tmp_path: Path) -> None:
     stop = stop_at("on_train_batch_end", step=9)  # in its third epoch
     steps = ["model.scheduler._target_=torch.optim.lr_scheduler.MultiStepLR", "~model.scheduler.T_max"]
     steps += ["+model.scheduler.milestones=[2,3]", "+model.scheduler.gamma=0.1"]  # saved as a Counter
@@ -133,6 +133,10 @@ def test_a_resume_with_fewer_epochs_than_done_is_refused_and_any_schedule_resume
     assert (
         "trainer.max_epochs=1: " in shorter.stderr and "interrupted.ckpt has begun 3 epochs" in shorter.stderr
     )
+    # Fewer steps than trained: Lightning ended at once, and the stop's checkpoint (its last steps) went.
+    fewer = run_script("train.py", f"resume={run}", "trainer.max_steps=8", cwd=tmp_path)
+    assert fewer.returncode == 1 and "Traceback" not in fewer.stderr, fewer.stderr[-3000:]
+    assert "trainer.max_steps=8: " in fewer.stderr and "interrupted.ckpt has trained 9 steps" in fewer.stderr
     assert {k: v for k, v in snapshot(run).items() if k != "train.log"} == before  # config, overrides, logs
     resumed = run_script("train.py", f"resume={run}", cwd=tmp_path)
     assert resumed.returncode == 0, resumed.stderr[-3000:]

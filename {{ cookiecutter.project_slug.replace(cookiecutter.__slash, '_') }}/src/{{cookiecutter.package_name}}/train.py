@@ -38,11 +38,14 @@ def train(cfg: DictConfig, overrides: list[str] | None = None) -> dict[str, floa
         if OmegaConf.select(cfg, "callbacks.backbone_finetuning") and not hasattr(model.net, "backbone"):
             raise ValueError(f"{type(model.net).__name__} has no `backbone` for fine-tuning to freeze.")
     checkpoint = runs.checkpoint_to_continue(run, cfg.get("ckpt_path"), datamodule, model)  # no logger yet
-    fit = runs.read_checkpoint(checkpoint).get("loops", {}).get("fit_loop") if cfg.train and checkpoint else 0
+    saved = runs.read_checkpoint(checkpoint) if cfg.train and checkpoint else {}
+    fit = saved.get("loops", {}).get("fit_loop")
     began, done = [fit["epoch_progress"]["current"][k] for k in ("ready", "processed")] if fit else [0, 0]
     if began > (n := cfg.trainer.max_epochs) or (done >= n and checkpoint == cfg.get("ckpt_path")):
         at = f"{checkpoint} has begun {began} epochs, ended {done}"  # a run adds epochs, takes none back
         raise runs.ConfigError(f"trainer.max_epochs={n}: {at}: pass more.")  # ckpt_path=: some left to train
+    if -1 < (n := cfg.trainer.get("max_steps", -1)) < (step := saved.get("global_step", 0)):  # nor steps
+        raise runs.ConfigError(f"trainer.max_steps={n}: {checkpoint} has trained {step} steps: pass more.")
     if cfg.get("pretrained"):
         load_matching_weights(model.net, cfg.pretrained)
     log.info(f"{type(model.net).__name__}: {sum(p.numel() for p in model.parameters()):,} parameters.")
