@@ -61,6 +61,16 @@ class Stall(L.Callback):
         time.sleep(600)
 
 
+class Fail(L.Callback):
+    """Raise a RuntimeError when Lightning calls `hook`: a run that fails there."""
+
+    def __init__(self, hook: str) -> None:
+        setattr(self, hook, self._fail)
+
+    def _fail(self, *args: Any) -> None:
+        raise RuntimeError("failed on purpose")
+
+
 class PauseForSignal(L.Callback):
     """After training step `step`, create `<marker>.<rank>` and wait until a signal of `signals`
     arrives from outside (a scheduler's), at most `timeout` seconds; then go on, so the run

@@ -101,10 +101,13 @@ def test_without_credentials_wandb_logs_offline_and_a_resumed_run_continues_its_
     assert len(starts) == 2 and len({start.name.rsplit("-", 1)[1] for start in starts}) == 1  # one W&B run id
 
 
-def test_a_train_call_that_fails_ends_its_wandb_run_and_the_next_call_logs_to_its_own(
+def test_a_train_or_eval_call_that_fails_ends_its_wandb_run_and_the_next_call_logs_to_its_own(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import wandb
+    from conftest import as_command
+
+    from {{ cookiecutter.package_name }}.eval import evaluate
 
     monkeypatch.setenv("WANDB_MODE", "offline")
     failing = ["logger=wandb", *SHORT, "model.optimizer.lr=-1"]  # torch refuses it as training starts
@@ -113,6 +116,13 @@ def test_a_train_call_that_fails_ends_its_wandb_run_and_the_next_call_logs_to_it
     assert wandb.run is None  # ended: a notebook's next call logged into the failed one's run (a probe)
     train(compose_config("train", tmp_path / "next", ["logger=wandb", *SHORT]))
     assert len(list((tmp_path / "next").glob("wandb/offline-run-*"))) == 1
+    checkpoint = f"ckpt_path={tmp_path / 'next' / 'checkpoints' / 'last.ckpt'}"
+    fail = "++trainer.callbacks=[{_target_:signal_helpers.Fail,hook:on_test_start}]"  # once its loggers run
+    failing = [checkpoint, "logger=wandb", fail]
+    cfg = compose_config("eval", tmp_path / "eval", failing)
+    with as_command("eval", failing), pytest.raises(RuntimeError, match="failed on purpose"):
+        evaluate(cfg)
+    assert wandb.run is None
 
 
 @pytest.mark.slow

@@ -2,6 +2,7 @@
 tests it on other data of its input shape and classes; `+data.<key>=...` on its own data changed."""
 
 import logging
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -44,9 +45,10 @@ def evaluate(cfg: DictConfig) -> dict[str, float]:
         results = trainer.test(model, datamodule=datamodule, verbose=False)[0]
     except SystemExit as stop:
         raise SystemExit(stop.code or runs.EXIT_CODE) from None
+    finally:  # end the loggers' runs (W&B; a failed one with exit code 1): a next job or call starts its own
+        for logger in loggers:
+            getattr(logger.experiment, "finish", lambda **_: 0)(exit_code=int(sys.exc_info()[0] is not None))
     metrics = {key: float(value) for key, value in sorted(results.items())}
-    for logger in loggers:  # end the logger's run (W&B): a multirun's next job starts its own
-        getattr(logger.experiment, "finish", lambda: None)()
     if trainer.is_global_zero:
         runs.write_json(Path(cfg.paths.output_dir) / "metrics.json", metrics)
         log.info("  ".join(f"{k} {v:.4f}" for k, v in metrics.items()))
