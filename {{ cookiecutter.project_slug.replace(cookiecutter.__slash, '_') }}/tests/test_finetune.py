@@ -69,6 +69,27 @@ def test_a_checkpoint_of_another_head_loads_its_backbone_and_says_so(
     assert "tensors loaded" in caplog.text and re.search(r"new: .*head", caplog.text)
 
 
+def test_a_new_output_layer_starts_at_zero_on_the_checkpoint_s_backbone(
+    trained_run: tuple[Path, dict[str, float]],
+) -> None:
+    # Other classes: a random new output layer was confidently wrong on a trained backbone's features, and
+    # the few steps before the backbone thaws did not turn it (a probe: test/acc 0.0 on three easy classes,
+    # 0.57 with another seed; from zero, 1.0 with each of four seeds).
+    from hydra.utils import instantiate
+
+    from {{ cookiecutter.package_name }}.train import load_matching_weights
+
+    saved = torch.load(checkpoint := best_checkpoint(trained_run[0]), weights_only=True)
+    hparams = saved["hyper_parameters"]
+    n = hparams["num_classes"] + 1  # another head
+    net = instantiate(hparams["net"], input_shape=hparams["input_shape"], num_classes=n, _convert_="all")
+    load_matching_weights(net, str(checkpoint))
+    backbone = net.backbone.state_dict().items()
+    assert all(torch.equal(v, saved["state_dict"][f"net.backbone.{k}"]) for k, v in backbone)
+    *_, output = [module for module in net.modules() if isinstance(module, torch.nn.Linear)]
+    assert output.out_features == n and not output.weight.any()
+
+
 def test_a_missing_or_foreign_pretrained_checkpoint_is_named(tmp_path: Path) -> None:
     from {{ cookiecutter.package_name }}.utils.runs import ConfigError
 

@@ -14,8 +14,7 @@ log = logging.getLogger(__name__)
 
 
 @hydra.main(version_base="1.3", config_path="configs", config_name="export")
-def export(cfg: DictConfig) -> Path:
-    """Write model.onnx and model.json; return the model's path."""
+def export(cfg: DictConfig) -> Path:  # writes model.onnx and model.json; returns the model's path
     config.quiet_console(cfg)  # first: it loads torch and Lightning
     import torch
 

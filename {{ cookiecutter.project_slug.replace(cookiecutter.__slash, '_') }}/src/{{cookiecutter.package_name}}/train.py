@@ -103,11 +103,16 @@ def train(cfg: DictConfig, overrides: list[str] | None = None) -> dict[str, floa
 
 def load_matching_weights(net: Any, path: str) -> None:
     """Start `net` from a checkpoint's weights where names and shapes match (fine-tuning)."""
+    from torch import nn
+
     state = runs.read_checkpoint(path, "pretrained")["state_dict"]
     saved, own = {key.removeprefix("net."): value for key, value in state.items()}, net.state_dict()
     if not (fits := {k: v for k, v in saved.items() if k in own and v.shape == own[k].shape}):
         raise runs.ConfigError(f"pretrained={path!r}: no layer of that checkpoint fits this net.")
     net.load_state_dict(fits, strict=False)
+    for name, layer in [(n, m) for n, m in net.named_modules() if isinstance(m, nn.Linear)][-1:]:
+        if f"{name}.weight" not in fits:  # a new output layer (other classes): zero, as in ViT's fine-tuning
+            nn.init.zeros_(layer.weight)  # (a random one was confidently wrong: a probe's test/acc 0.0)
     new = ", ".join(k for k in own if k not in fits)
     log.info(f"Pretrained weights from {path}: {len(fits)} tensors loaded; new: {new or 'none'}.")
 
@@ -140,8 +145,7 @@ def run_train(cfg: DictConfig) -> float | None:
     return metrics.get(cfg.optimized_metric) if cfg.get("optimized_metric") else None
 
 
-def main() -> None:
-    """Note stop signals at once; logger=null (the reference template's; Hydra refuses it) is logger=[]."""
+def main() -> None:  # note stop signals at once; logger=null (the reference template's, Hydra refuses it): []
     runs.catch_signals()
     sys.argv = [{"logger=null": "logger=[]"}.get(argument, argument) for argument in sys.argv]
     run_train()

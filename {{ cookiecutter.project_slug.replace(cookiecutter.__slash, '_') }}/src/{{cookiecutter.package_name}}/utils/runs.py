@@ -35,9 +35,7 @@ class ConfigError(CompactHydraException): ...  # bad input: Hydra prints the mes
 class TrainingError(CompactHydraException): ...  # training cannot go on (a non-finite loss)
 
 
-class Stopped(SystemExit):
-    """A resumable stop: EXIT_CODE (other ranks 0: Lightning's DDP launcher kills rank 0 if one errs)."""
-
+class Stopped(SystemExit):  # resumable: EXIT_CODE (other ranks 0, or DDP's launcher kills rank 0)
     def __init__(self, run: Path, step: int) -> None:
         super().__init__(EXIT_CODE if launched_as_rank_zero() else 0)
         again = f"-m <same overrides> hydra.sweep.dir={run.parent}" if multirun_name() else f"resume={run}"
@@ -46,8 +44,7 @@ class Stopped(SystemExit):
 
 
 @contextmanager
-def named_errors() -> Iterator[None]:
-    """A DataModule's or net's ValueError (or a file's OSError) names what is at fault: the message alone."""
+def named_errors() -> Iterator[None]:  # a DataModule's or net's ValueError, a file's OSError: the message
     try:
         yield
     except (ValueError, OSError, InstantiationException) as error:  # Hydra wraps __init__'s, nested for a net
