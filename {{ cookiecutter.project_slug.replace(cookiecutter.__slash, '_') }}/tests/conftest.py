@@ -47,10 +47,10 @@ def stop_at(hook: str, **options: object) -> list[str]:
     return [f"+callbacks.signal.{key}={value}" for key, value in {**settings, **options}.items()]
 
 
-def trainer_stop_at(hook: str, dirpath: Path) -> str:
+def trainer_stop_at(hook: str, dirpath: Path, name: str = "SIGTERM") -> str:
     """The same signal, as Lightning takes a callback: `++trainer.callbacks=[...]` (eval.py and predict.py
     have no callbacks group; theirs are in trainer.callbacks, replaced); the marker file in `dirpath`."""
-    signal = f"_target_:signal_helpers.SendSignal,dirpath:'{dirpath}',hook:{hook}"
+    signal = f"_target_:signal_helpers.SendSignal,dirpath:'{dirpath}',hook:{hook},signal:{name}"
     return "++trainer.callbacks=[{" + signal + "}]"
 
 

@@ -69,13 +69,16 @@ def test_train_false_tests_the_checkpoint_at_ckpt_path(
     assert not list(test_run.glob("checkpoints/*.ckpt"))
 
 
+@pytest.mark.parametrize("signal", ["SIGTERM", "SIGINT"])
 def test_eval_stopped_by_a_signal_exits_75_and_writes_no_metrics(
-    trained_run: tuple[Path, dict[str, float]], tmp_path: Path
+    signal: str, trained_run: tuple[Path, dict[str, float]], tmp_path: Path
 ) -> None:
-    # Lightning ends a test on SIGTERM with exit status 0: a preempted job would pass for complete.
+    # Lightning ends a test on SIGTERM with exit status 0 (a preempted job would pass for complete), on
+    # Ctrl+C with 1 (a failure: a probe's).
     run, _ = trained_run
     checkpoint = f"ckpt_path={best_checkpoint(run)}"
-    stopped = run_script("eval.py", checkpoint, trainer_stop_at("on_test_batch_end", tmp_path), cwd=tmp_path)
+    stop = trainer_stop_at("on_test_batch_end", tmp_path, signal)
+    stopped = run_script("eval.py", checkpoint, stop, cwd=tmp_path)
     assert stopped.returncode == EXIT_CODE, stopped.stderr[-3000:]
     (eval_run,) = run_dirs(tmp_path / "logs" / "eval")
     assert not (eval_run / "metrics.json").exists()

@@ -41,10 +41,10 @@ def evaluate(cfg: DictConfig) -> dict[str, float]:
     model, datamodule = model_and_data(cfg)
     loggers = [hydra.utils.instantiate(c) for c in (cfg.get("logger") or {}).values() if c]
     trainer = hydra.utils.instantiate(cfg.trainer, logger=loggers or False)
-    try:  # on SIGTERM, Lightning's stop exits with status 0 (None): this test did not end, run it again
+    try:  # Lightning's stop exits with status 0 on SIGTERM, 1 on Ctrl+C: this test did not end, run it again
         results = trainer.test(model, datamodule=datamodule, verbose=False)[0]
     except SystemExit as stop:
-        raise SystemExit(stop.code or runs.EXIT_CODE) from None
+        raise SystemExit(runs.EXIT_CODE if stop.code in (None, 0, 1) else stop.code) from None
     finally:  # end the loggers' runs (W&B; a failed one with exit code 1): a next job or call starts its own
         for logger in loggers:
             getattr(logger.experiment, "finish", lambda **_: 0)(exit_code=int(sys.exc_info()[0] is not None))
