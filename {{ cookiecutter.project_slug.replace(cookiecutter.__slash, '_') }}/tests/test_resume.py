@@ -135,19 +135,27 @@ PLATEAU_STOPS = {
 }
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("stop", PLATEAU_STOPS)
-def test_a_plateau_schedule_resumes_to_the_same_end(stop: str, tmp_path: Path) -> None:
-    reference = run_script("train.py", *PLATEAU, cwd=tmp_path / "a")
+@pytest.fixture(scope="module")
+def plateau_uninterrupted(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    cwd = tmp_path_factory.mktemp("plateau")
+    reference = run_script("train.py", *PLATEAU, cwd=cwd)
     assert reference.returncode == 0, reference.stderr[-3000:]
-    (expected,) = run_dirs(tmp_path / "a" / "logs")
+    (expected,) = run_dirs(cwd / "logs")
     rates = [float(row["lr-AdamW"]) for row in logged_rows(expected) if row["lr-AdamW"]]
     assert rates == pytest.approx([rates[0], rates[0] / 10, rates[0] / 100]), rates  # lowered at each end
-    stopped = run_script("train.py", *PLATEAU, *PLATEAU_STOPS[stop], cwd=tmp_path / "b")
+    return expected
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("stop", PLATEAU_STOPS)
+def test_a_plateau_schedule_resumes_to_the_same_end(
+    stop: str, plateau_uninterrupted: Path, tmp_path: Path
+) -> None:
+    stopped = run_script("train.py", *PLATEAU, *PLATEAU_STOPS[stop], cwd=tmp_path)
     assert stopped.returncode in (EXIT_CODE, -signal.SIGKILL), stopped.stderr[-3000:]
-    (run,) = run_dirs(tmp_path / "b" / "logs")
-    assert run_script("train.py", f"resume={run}", cwd=tmp_path / "b").returncode == 0
-    assert_same_run(run, expected)
+    (run,) = run_dirs(tmp_path / "logs")
+    assert run_script("train.py", f"resume={run}", cwd=tmp_path).returncode == 0
+    assert_same_run(run, plateau_uninterrupted)
 
 
 @pytest.mark.slow
