@@ -119,7 +119,7 @@ def test_a_run_killed_after_an_epoch_resumes_from_its_end_to_the_same_end(
     assert run_script("train.py", *overrides, *kill, cwd=tmp_path / "b").returncode == -signal.SIGKILL
     (run,) = run_dirs(tmp_path / "b" / "logs")
     resumed = run_script("train.py", "resume=latest", cwd=tmp_path / "b")
-    assert "checkpoints/last.ckpt (epoch 0," in resumed.stdout, resumed.stdout[-3000:] + resumed.stderr
+    assert f"checkpoint path at {run / 'checkpoints' / 'last.ckpt'}" in resumed.stdout, resumed.stdout[-3000:]
     assert_same_run(run, run_dirs(tmp_path / "a" / "logs")[0])
 
 
@@ -172,6 +172,7 @@ def test_a_run_stopped_early_resumes_to_the_same_end(tmp_path: Path) -> None:
     for where, stop in {
         "third epoch": stop_at("on_train_epoch_start", step=8),
         "fit end": stop_at("on_fit_end"),
+        "test": stop_at("on_test_batch_end"),
     }.items():
         stopped = run_script("train.py", *early, *stop, cwd=tmp_path / where)
         assert stopped.returncode == EXIT_CODE, stopped.stderr[-3000:]
@@ -200,7 +201,8 @@ def test_a_run_started_from_a_checkpoint_resumes_from_its_own(uninterrupted: Pat
     (run,) = run_dirs(tmp_path / "b" / "logs")
     resumed = run_script("train.py", f"resume={run}", cwd=tmp_path / "b")
     assert resumed.returncode == 0, resumed.stderr[-3000:]
-    assert f"Continuing from {run / 'checkpoints' / 'interrupted.ckpt'}" in resumed.stdout + resumed.stderr
+    restored = f"Restoring states from the checkpoint path at {run / 'checkpoints' / 'interrupted.ckpt'}"
+    assert restored in resumed.stdout + resumed.stderr
     assert_same_run(run, run_dirs(tmp_path / "a" / "logs")[0])
 
 

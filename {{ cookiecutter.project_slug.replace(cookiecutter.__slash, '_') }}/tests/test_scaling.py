@@ -157,7 +157,7 @@ def test_a_restarted_torchrun_continues_its_run_to_the_same_end(two_processes: P
     result = run_script("train.py", *TORCHRUN, *kill, cwd=tmp_path, launcher=launcher, **env)
     assert result.returncode == 0, result.stderr[-3000:]
     (run,) = run_dirs(tmp_path / "logs")
-    assert "checkpoints/last.ckpt (epoch 0," in result.stdout + result.stderr
+    assert f"checkpoint path at {run / 'checkpoints' / 'last.ckpt'}" in result.stdout + result.stderr
     assert_same_run(run, two_processes, failed_start=True)  # rank 0 failed, and logged the epoch's rate
 
 

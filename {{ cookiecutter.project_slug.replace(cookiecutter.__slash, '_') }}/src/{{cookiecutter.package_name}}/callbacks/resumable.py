@@ -25,7 +25,7 @@ class Resumable(Checkpoint):
     def __init__(self, dirpath: str, data: Any = None) -> None:
         self.path = Path(dirpath) / "interrupted.ckpt"
         self.data = OmegaConf.to_container(data, resolve=True) if OmegaConf.is_config(data) else data
-        self.metrics, self.rescheduled, self.group = {}, False, None  # rescheduled: resumed, another schedule
+        self.metrics, self.group, self.rescheduled, self.ended = {}, None, False, False  # on_load_checkpoint
 
     def stop_here(self, trainer: L.Trainer, *hook_args: Any, save: bool = False, late: bool = False) -> None:
         if not save:  # a stage's start, a test batch: Lightning put its own SIGTERM handler in place
@@ -63,6 +63,7 @@ class Resumable(Checkpoint):
         for tuning in [c for c in trainer.callbacks if hasattr(c, "unfreeze_backbone_at_epoch")]:
             if trainer.current_epoch >= tuning.unfreeze_backbone_at_epoch:
                 tuning.make_trainable(pl_module.backbone)  # resumed after its thaw: its setup froze it again
+        trainer.should_stop = trainer.should_stop or self.ended  # here: after Lightning counts its last epoch
         self.stop_here(trainer)
 
     def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
@@ -113,7 +114,7 @@ class Resumable(Checkpoint):
             return
         _set_rng_states(saved["random"])
         self.metrics, own = saved["metrics"], Path(trainer.ckpt_path).parent == self.path.parent  # resume=
-        trainer.should_stop = saved.get("stop", False) and own  # (ckpt_path= of another run trains on)
+        self.ended = saved.get("stop", False) and own  # stopped early (ckpt_path= of another run trains on)
         for callback in trainer.checkpoint_callbacks if own else []:  # the run moved since: its files now
             if (state := checkpoint["callbacks"].get(callback.state_key)) and (old := state.get("dirpath")):
                 models, new = state["best_k_models"], callback.dirpath

@@ -183,8 +183,7 @@ def checkpoint_to_continue(run: Path, ckpt_path: str | None, datamodule: Any, mo
     """The run's newest readable checkpoint (resume=, a requeue, ...); else `ckpt_path`, if `model` fits."""
     for path in sorted(run.glob("checkpoints/*.ckpt"), key=lambda p: p.stat().st_mtime_ns, reverse=True):
         try:
-            saved = read_checkpoint(path)
-            log.info(f"Continuing from {path} (epoch {saved['epoch']}, step {saved['global_step']}).")
+            read_checkpoint(path)  # Lightning says "Restoring states from" it, once the resume is accepted
             return str(path)
         except ConfigError as error:
             log.warning(f"Skipped: {error}")
