@@ -3,6 +3,7 @@
 import itertools
 import multiprocessing
 import re
+import shutil
 import subprocess
 import time
 from pathlib import Path
@@ -62,13 +63,15 @@ def test_one_image_size_makes_square_inputs(tmp_path: Path) -> None:
     assert datamodule.input_shape == (3, 12, 12) and tuple(x.shape[1:]) == (3, 12, 12)
 
 
-def test_images_in_sub_folders_of_a_class_folder_belong_to_it_hidden_files_not(tmp_path: Path) -> None:
+def test_images_in_sub_folders_of_a_class_folder_belong_to_it_hidden_ones_not(tmp_path: Path) -> None:
     images = write_image_folder(tmp_path / "images")  # 3 classes of 40
     (part := images / "class_0" / "part_1").mkdir()
     for path in sorted((images / "class_0").glob("*.png"))[:25]:
         path.rename(part / path.name)
     for hidden in (images / "class_1" / "._000.png", part / ".thumb.png"):  # macOS's, an app's: not images
         hidden.write_bytes(b"\x00\x05\x16\x07 AppleDouble")
+    (jupyter := images / "class_2" / ".ipynb_checkpoints").mkdir()  # a copy, in a hidden folder: not data
+    shutil.copy(images / "class_2" / "000.png", jupyter / "000-checkpoint.png")
     cfg = compose_config("train", tmp_path, ["data=image_folder", f"data.root={images}"])
     datamodule = hydra.utils.instantiate(cfg.data)
     datamodule.setup("fit")

@@ -73,6 +73,8 @@ def test_predictions_are_the_model_s_on_the_data_s_own_inputs(checkpoint: Path, 
     for i, file in enumerate(files):
         (folder / f"{i:03d}.png").write_bytes(file.read_bytes())
     (folder / "._000.png").write_bytes(b"\x00\x05\x16\x07 AppleDouble")  # macOS's, beside each file copied
+    (folder / ".ipynb_checkpoints").mkdir()  # Jupyter's copies: in a hidden folder, not predicted
+    (folder / ".ipynb_checkpoints" / "000-checkpoint.png").write_bytes((folder / "000.png").read_bytes())
     rows = run_predict(checkpoint, folder, tmp_path / "run")
 {%- else %}
     # The same rows, as a CSV file: the DataModule's transform runs on them in predict.py too.

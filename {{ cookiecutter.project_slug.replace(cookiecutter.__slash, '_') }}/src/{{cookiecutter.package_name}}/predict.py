@@ -26,7 +26,8 @@ def read_inputs(path: Path, datamodule: Any) -> dict[str, Any]:
             rows = enumerate(csv.DictReader(file), start=2)
             return {f"{path.name}:{line}": datamodule.transform(row) for line, row in rows}
     folder = path if path.is_dir() else path.parent
-    images = sorted(p for p in path.rglob("[!.]*") if p.suffix.lower() in IMAGES) if path.is_dir() else [path]
+    images = sorted(p for p in path.rglob("*") if p.suffix.lower() in IMAGES) if path.is_dir() else [path]
+    images = [p for p in images if not any(s[0] == "." for s in p.relative_to(path).parts)]  # as in training
     if len(datamodule.input_shape) != 3 or not all(p.suffix.lower() in IMAGES for p in images):
         takes = {3: "an image or a folder of images", 1: "a .csv file"}.get(len(datamodule.input_shape))
         accepts = f"it accepts {takes}" if takes else "add a reader of its inputs to predict.py"

@@ -65,9 +65,10 @@ class ImageFolderDataModule(LabelledDataModule):
         return names
 
     @cached_property
-    def images(self) -> list[tuple[Path, int]]:  # every image file (sub-folders too), its class; in order
-        files = [(sorted((self.root / name).rglob("[!.]*")), i) for i, name in enumerate(self.class_names)]
+    def images(self) -> list[tuple[Path, int]]:  # each image file, sub-folders too, hidden ones not; in order
+        files = [(sorted((self.root / name).rglob("*")), i) for i, name in enumerate(self.class_names)]
         found = [(path, label) for paths, label in files for path in paths if path.suffix.lower() in SUFFIXES]
+        found = [(p, i) for p, i in found if not any(s[0] == "." for s in p.relative_to(self.root).parts)]
         if empty := sorted(set(self.class_names) - {self.class_names[label] for _, label in found}):
             raise ValueError(f"data.root={str(self.root)!r}: no {'/'.join(SUFFIXES)} files in {empty}.")
         return found

@@ -107,8 +107,6 @@ def held(run: Path) -> Iterator[None]:
             raise ConfigError(f"{run} is in use by {who}: wait, or stop it; if it died, delete {run}/.lock.")
         lock = dict(host=socket.gethostname(), pid=os.getpid(), launch=launch_id(), since=f"{datetime.now()}")
         write_json(run / ".lock", lock)
-        for partial in run.glob("**/.*.tmp"):  # left by a process killed while writing
-            partial.unlink()
     try:
         yield
     finally:
