@@ -6,6 +6,7 @@ import multiprocessing
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -128,6 +129,48 @@ def test_stopped_search_is_continued_by_the_same_command(tmp_path: Path) -> None
     assert states.count("FAIL") == len(failed) and states.count("COMPLETE") == 3, states
 
 
+def running_trial(cwd: Path, study: str, worker: list) -> None:
+    """A study whose trial 0 runs in `worker` ([host, pid]), its heartbeat sent just now."""
+    (folder := sweep_dir(cwd, study)).mkdir(parents=True)
+    storage = open_storage(str(folder / "optuna.journal"))
+    trial = optuna.create_study(storage=storage, study_name=study, direction="maximize").ask()
+    trial.set_user_attr("heartbeat", time.time())
+    trial.set_user_attr("worker", worker)
+
+
+def test_a_trial_of_a_killed_worker_of_this_machine_fails_at_once(tmp_path: Path) -> None:
+    # A search killed (kill -9) and started again waited two heartbeat intervals (2 minutes) for its own
+    # trial, as for one of another machine's worker (a probe's).
+    ended = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True)
+    running_trial(tmp_path, "dead", [socket.gethostname(), int(ended.stdout)])
+    result = run_script("train.py", *search("dead", 1), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "Trial 0: its worker has ended: failed." in result.stdout + result.stderr
+    assert [trial.state.name for trial in load(tmp_path, "dead").trials] == ["FAIL", "COMPLETE"]
+
+
+def test_a_search_waiting_for_another_worker_s_trial_stops_on_a_signal(tmp_path: Path) -> None:
+    # It went on waiting after SIGTERM; a second Ctrl+C ended it with a traceback (a probe's).
+    running_trial(tmp_path, "wait", ["another-machine", 1])
+    waiting = start(tmp_path, search("wait", 1), log := tmp_path / "wait.log")
+    while "Waiting for the 1 trials" not in log.read_text() and waiting.poll() is None:
+        time.sleep(0.1)
+    waiting.send_signal(signal.SIGTERM)
+    assert waiting.wait(timeout=60) == EXIT_CODE, log.read_text()[-3000:]
+    assert "Search stopped: the same command continues the study." in log.read_text()
+    assert [trial.state.name for trial in load(tmp_path, "wait").trials] == ["RUNNING"]  # not this one's
+
+
+def test_a_study_of_failed_trials_alone_continues_for_another_metric(tmp_path: Path) -> None:
+    # A typo in optimized_metric: its trial trains, then fails; the study was then bound to the typo.
+    typo = run_script("train.py", *search("typo", 1, "optimized_metric=val/accc"), cwd=tmp_path)
+    assert typo.returncode == 1 and "Trial 0 returned None" in typo.stderr, typo.stderr[-3000:]
+    assert "val/accc is not among the validation's metrics" in typo.stdout + typo.stderr  # at its first
+    fixed = run_script("train.py", *search("typo", 1), cwd=tmp_path)
+    assert fixed.returncode == 0, fixed.stderr[-3000:]
+    assert [trial.state.name for trial in load(tmp_path, "typo").trials] == ["FAIL", "COMPLETE"]
+
+
 def test_a_search_of_ddp_trials_is_one_search(tmp_path: Path) -> None:
     # Lightning starts a trial's second rank as `python train.py <its overrides>`, hparams_search=optuna
     # among them: that rank ran a search of its own, and was left running when the command ended.
@@ -206,8 +249,11 @@ def test_submitit_launcher_runs_a_batch_of_trials_at_once(tmp_path: Path) -> Non
         ),
         ("model.net.dropot=interval(0.0, 0.5)", "Search the keys this config has: edit the space"),
         ("model/net=choice(mlp, resnet)", "Could not find 'model/net/resnet'"),
+        ("hydra.sweeper.n_trials=0", "hydra.sweeper.n_trials=0: accepted: a positive integer."),
+        ("hydra.sweeper.n_trials=abc", "hydra.sweeper.n_trials='abc': accepted: a positive integer."),
+        ("hydra.sweeper.n_jobs=0", "hydra.sweeper.n_jobs=0: accepted: a positive integer."),
     ],
-    ids=["storage", "pruner", "sampler", "space_key", "space_key_hint", "space_option"],
+    ids=["storage", "pruner", "sampler", "key", "key_hint", "option", "trials", "trials_text", "jobs"],
 )
 def test_bad_setting_is_named_before_any_trial_starts(override: str, message: str, tmp_path: Path) -> None:
     result = run_script("train.py", *search("bad", 2, override), cwd=tmp_path)

@@ -48,6 +48,10 @@ class OptunaPruning(L.Callback):
         if trainer.sanity_checking or self.number is None:
             return
         prune = False
+        if self.trial is not None and value is None:  # a typo in optimized_metric, or a test metric
+            logged = ", ".join(sorted(trainer.callback_metrics))
+            log.warning(f"{self.monitor} is not among the validation's metrics ({logged}): no pruning.")
+            self.trial = None  # said once; a trial that returns no value fails
         if self.trial is not None and value is not None:
             self.trial.report(float(value), trainer.current_epoch)
             prune = self.trial.should_prune()

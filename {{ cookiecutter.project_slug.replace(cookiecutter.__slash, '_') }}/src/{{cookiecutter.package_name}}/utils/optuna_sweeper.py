@@ -11,6 +11,8 @@ namespace: src/hydra_plugins/ names this one there.
 
 import contextlib
 import logging
+import os
+import socket
 import threading
 import time
 from dataclasses import dataclass
@@ -24,7 +26,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from {{ cookiecutter.package_name }}.utils.optuna_results import report
 from {{ cookiecutter.package_name }}.utils.optuna_settings import make, open_storage, search_space
-from {{ cookiecutter.package_name }}.utils.runs import MAY_CHANGE, ConfigError
+from {{ cookiecutter.package_name }}.utils.runs import EXIT_CODE, MAY_CHANGE, ConfigError, received
 
 log = logging.getLogger(__name__)
 # The callback through which a trial reports its metric (hparams_search/optuna.yaml).
@@ -56,9 +58,14 @@ class OptunaSweeper(Sweeper):
 
     def sweep(self, arguments: list[str]) -> None:
         import optuna
+        from optuna.trial import TrialState
 
         if self.direction not in ("maximize", "minimize"):
             raise ConfigError(f"hydra.sweeper.direction={self.direction}: use maximize or minimize.")
+        for key, kinds in (("n_trials", (int,)), ("n_jobs", (int,)), ("heartbeat_interval", (int, float))):
+            if type(value := getattr(self, key)) not in kinds or value <= 0:  # 0 jobs: it waited forever
+                number = "number" if float in kinds else "integer"
+                raise ConfigError(f"hydra.sweeper.{key}={value!r}: accepted: a positive {number}.")
         space, fixed = search_space([*(f"{k}={v}" for k, v in (self.params or {}).items()), *arguments])
         sampler, pruner = make("sampler", self.sampler), make("pruner", self.pruner)
         self._check(space, fixed)
@@ -77,6 +84,8 @@ class OptunaSweeper(Sweeper):
         searched = {key: repr(distribution) for key, distribution in sorted(space.items())}
         if study.get_trials(deepcopy=False):
             sampler.reseed_rng()  # seeded, it would draw the study's first points again
+        binding = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.RUNNING)  # not failed ones: a typo's
+        if study.get_trials(deepcopy=False, states=binding):  # study continues with the typo fixed
             was = (study.user_attrs.get("metric", metric), study.direction.name.lower())
             if was != (metric, self.direction):  # Optuna keeps the study's direction, silently
                 raise ConfigError(
@@ -134,12 +143,16 @@ class OptunaSweeper(Sweeper):
         from optuna.trial import TrialState
 
         while True:
+            if received:  # a stop signal between trials, or while waiting: no trial of this worker's runs
+                log.warning("Search stopped: the same command continues the study.")
+                raise SystemExit(EXIT_CODE)
             for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
                 silent = time.time() - trial.user_attrs.get("heartbeat", trial.datetime_start.timestamp())
-                if silent > 2 * self.heartbeat_interval:
-                    log.warning(
-                        f"Trial {trial.number}: no heartbeat for {silent:.0f} s, its worker died: failed."
-                    )
+                host, pid = trial.user_attrs.get("worker", ("", 0))
+                ended = host == socket.gethostname() and not alive(pid)  # a worker here, killed
+                if ended or silent > 2 * self.heartbeat_interval:
+                    why = "has ended" if ended else f"sent no heartbeat for {silent:.0f} s"
+                    log.warning(f"Trial {trial.number}: its worker {why}: failed.")
                     tell(study, trial.number, TrialState.FAIL)
             states = [t.state for t in study.get_trials(deepcopy=False)]
             done = states.count(TrialState.COMPLETE) + states.count(TrialState.PRUNED)
@@ -160,6 +173,7 @@ class OptunaSweeper(Sweeper):
             overrides = [*fixed, *(f"{k}={v}" for k, v in trial.params.items())]
             trial.set_user_attr("overrides", overrides)  # the best one becomes an experiment config
             trial.set_user_attr("heartbeat", time.time())
+            trial.set_user_attr("worker", [socket.gethostname(), os.getpid()])  # this process beats it
             jobs.append([*overrides, f"hydra.sweep.subdir={trial.number}"])
             if OmegaConf.select(self.config, PRUNING) is not None:  # which trial the run is, for its callback
                 ids = {"storage": quote(url), "study_name": quote(study.study_name), "trial": trial.number}
@@ -209,6 +223,17 @@ def tell(study: Any, trial: Any, state: Any, value: float | None = None) -> None
 
     with contextlib.suppress(UpdateFinishedTrialError):
         study.tell(trial, value, state=state, skip_if_finished=True)
+
+
+def alive(pid: int) -> bool:
+    """Whether process `pid` of this machine is running."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's
+        pass
+    return True
 
 
 def quote(text: str) -> str:
