@@ -17,7 +17,7 @@ import pytest
 from conftest import ROOT, compose_config, run_script
 
 from {{ cookiecutter.package_name }}.utils.optuna_settings import make, open_storage, search_space
-from {{ cookiecutter.package_name }}.utils.optuna_sweeper import tell
+from {{ cookiecutter.package_name }}.utils.optuna_sweeper import here, tell
 from {{ cookiecutter.package_name }}.utils.runs import EXIT_CODE, ConfigError
 
 # Tiny trials: 2 epochs of 3 batches, validated on 2, no test, nothing drawn.
@@ -129,6 +129,12 @@ def test_stopped_search_is_continued_by_the_same_command(tmp_path: Path) -> None
     assert states.count("FAIL") == len(failed) and states.count("COMPLETE") == 3, states
 
 
+def ended_pid() -> int:
+    """The process id of a process that has ended."""
+    ended = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True)
+    return int(ended.stdout)
+
+
 def running_trial(cwd: Path, study: str, worker: list) -> None:
     """A study whose trial 0 runs in `worker` ([host, pid]), its heartbeat sent just now."""
     (folder := sweep_dir(cwd, study)).mkdir(parents=True)
@@ -141,8 +147,7 @@ def running_trial(cwd: Path, study: str, worker: list) -> None:
 def test_a_trial_of_a_killed_worker_of_this_machine_fails_at_once(tmp_path: Path) -> None:
     # A search killed (kill -9) and started again waited two heartbeat intervals (2 minutes) for its own
     # trial, as for one of another machine's worker (a probe's).
-    ended = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True)
-    running_trial(tmp_path, "dead", [socket.gethostname(), int(ended.stdout)])
+    running_trial(tmp_path, "dead", [here(), ended_pid()])
     result = run_script("train.py", *search("dead", 1), cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "Trial 0: its worker has ended: failed." in result.stdout + result.stderr
@@ -150,8 +155,9 @@ def test_a_trial_of_a_killed_worker_of_this_machine_fails_at_once(tmp_path: Path
 
 
 def test_a_search_waiting_for_another_worker_s_trial_stops_on_a_signal(tmp_path: Path) -> None:
-    # It went on waiting after SIGTERM; a second Ctrl+C ended it with a traceback (a probe's).
-    running_trial(tmp_path, "wait", ["another-machine", 1])
+    # It went on waiting after SIGTERM; a second Ctrl+C ended it with a traceback (a probe's). The trial's
+    # worker: a container's, with the host's name (docker --network=host), whose process ids are its own.
+    running_trial(tmp_path, "wait", [f"{socket.gethostname()} 0", ended_pid()])
     waiting = start(tmp_path, search("wait", 1), log := tmp_path / "wait.log")
     while "Waiting for the 1 trials" not in log.read_text() and waiting.poll() is None:
         time.sleep(0.1)

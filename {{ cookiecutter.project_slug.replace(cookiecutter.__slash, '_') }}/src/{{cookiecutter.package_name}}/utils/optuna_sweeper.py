@@ -148,8 +148,8 @@ class OptunaSweeper(Sweeper):
                 raise SystemExit(EXIT_CODE)
             for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
                 silent = time.time() - trial.user_attrs.get("heartbeat", trial.datetime_start.timestamp())
-                host, pid = trial.user_attrs.get("worker", ("", 0))
-                ended = host == socket.gethostname() and not alive(pid)  # a worker here, killed
+                where, pid = trial.user_attrs.get("worker", ("", 0))
+                ended = where == here() and not alive(pid)  # a worker here, killed
                 if ended or silent > 2 * self.heartbeat_interval:
                     why = "has ended" if ended else f"sent no heartbeat for {silent:.0f} s"
                     log.warning(f"Trial {trial.number}: its worker {why}: failed.")
@@ -173,7 +173,7 @@ class OptunaSweeper(Sweeper):
             overrides = [*fixed, *(f"{k}={v}" for k, v in trial.params.items())]
             trial.set_user_attr("overrides", overrides)  # the best one becomes an experiment config
             trial.set_user_attr("heartbeat", time.time())
-            trial.set_user_attr("worker", [socket.gethostname(), os.getpid()])  # this process beats it
+            trial.set_user_attr("worker", [here(), os.getpid()])  # this process beats it
             jobs.append([*overrides, f"hydra.sweep.subdir={trial.number}"])
             if OmegaConf.select(self.config, PRUNING) is not None:  # which trial the run is, for its callback
                 ids = {"storage": quote(url), "study_name": quote(study.study_name), "trial": trial.number}
@@ -223,6 +223,13 @@ def tell(study: Any, trial: Any, state: Any, value: float | None = None) -> None
 
     with contextlib.suppress(UpdateFinishedTrialError):
         study.tell(trial, value, state=state, skip_if_finished=True)
+
+
+def here() -> str:
+    """This machine and its process ids' namespace (a container's own, even with the host's name)."""
+    with contextlib.suppress(OSError):
+        return f"{socket.gethostname()} {os.stat('/proc/self/ns/pid').st_ino}"
+    return socket.gethostname()
 
 
 def alive(pid: int) -> bool:
