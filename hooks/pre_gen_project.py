@@ -9,43 +9,24 @@ import keyword
 import re
 import sys
 
-# Names a project must not take: what it imports (tests/test_names.py checks every import of
-# a project with every option is here), what its dependencies import while it runs, and the
-# names Python or pytest resolve first. A package named like one of them shadows it on import
-# ("pil" too: macOS's file system ignores case).
-RESERVED = {
-    "cookiecutter",
-    "dotenv",
-    "hydra",
-    "lightning",
-    "matplotlib",
-    "mlflow",
-    "numpy",
-    "omegaconf",
-    "onnx",
-    "onnxruntime",
-    "onnxscript",
-    "optuna",
-    "pil",
-    "pytest",
-    "pytorch_lightning",
-    "rich",
-    "scikit_learn",
-    "scipy",
-    "sklearn",
-    "sqlalchemy",
-    "src",
-    "submitit",
-    "tensorboard",
-    "test",
-    "tests",
-    "torch",
-    "torchdata",
-    "torchmetrics",
-    "torchvision",
-    "wandb",
-    "yaml",
-}
+# Names a project must not take: what it and its dependencies import while its commands and tests run
+# (tests/test_names.py runs them in a project with every option and checks each module loaded is here),
+# its own top-level files (train.py, tests/conftest.py, src/hydra_plugins, ...; and tests/test_*.py: any
+# test_ name), and the names Python or pytest resolve first. A package named like one of them shadows
+# it on import ("pil" too: macOS's file system ignores case).
+NAMES = """
+absl alembic annotated_doc annotated_types antlr4 anyio attr attrs cachetools certifi charset_normalizer
+click cloudpickle colorlog conftest cookiecutter cryptography cycler cython_runtime databricks dateutil
+dotenv eval execnet export fastapi filelock fonttools fsspec git gitdb google hydra hydra_plugins idna
+importlib_metadata iniconfig joblib kiwisolver lightning lightning_utilities mako markupsafe matplotlib
+ml_dtypes mlflow mpl_toolkits mpmath narwhals networkx numpy omegaconf onnx onnx_ir onnxruntime onnxscript
+opentelemetry optuna own_datamodule packaging pil platformdirs pluggy predict py pydantic pydantic_core
+pygments pyparsing pytest pytorch_lightning requests rich scikit_learn scipy signal_helpers sklearn
+slurm_cluster smmap sniffio sqlalchemy sqlparse src starlette submitit sympy tensorboard test tests
+threadpoolctl torch torchdata torchgen torchmetrics torchvision tqdm train typing_extensions
+typing_inspection urllib3 wandb xdist xxhash yaml zipp
+"""
+RESERVED = set(NAMES.split())
 
 SLUG_RULE = re.compile(r"^[a-z0-9]([a-z0-9._-]*[a-z0-9])?$")
 PACKAGE_RULE = re.compile(r"^[a-z_][a-z0-9_]*$")
@@ -74,7 +55,7 @@ def problems(answers: dict[str, str]) -> list[str]:
         ("project_slug", slug.replace("-", "_").replace(".", "_")),
         ("package_name", package),
     ):
-        if value in RESERVED or value in sys.stdlib_module_names:
+        if value in RESERVED or value in sys.stdlib_module_names or value.startswith("test_"):
             found.append(
                 f"{field} {answers[field]!r} would shadow the module {value!r} "
                 "(a dependency, the standard library or a test folder); choose another name."

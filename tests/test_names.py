@@ -84,6 +84,71 @@ def test_every_module_a_project_imports_is_a_name_it_cannot_take(tmp_path: Path)
             imported |= {name.split(".")[0] for name in names}
     outside = {name.lower() for name in imported - local - set(sys.stdlib_module_names)}
     assert outside and outside <= hook.RESERVED, outside - hook.RESERVED
+    # Its own top-level modules: the root scripts, the tests' (pytest imports them by name), src/'s.
+    # A package named train or conftest was baked, and hid them (a probe's).
+    tops = [*project.glob("*.py"), *project.glob("tests/*.py"), *(project / "src").iterdir()]
+    own = {path.stem for path in tops} - {"my_project"}
+    assert {name for name in own if not name.startswith("test_")} <= hook.RESERVED, own - hook.RESERVED
+    assert all(hook.problems({**VALID, "package_name": name}) for name in own)
+
+
+# Records, as each process ends, the top-level modules it loaded (one name a line, appended).
+RECORD_MODULES = """import atexit, os, sys
+
+
+def record():
+    with open(os.environ["MODULES_OUT"], "a") as out:
+        out.write("\\n".join({name.split(".")[0] for name in sys.modules}) + "\\n")
+
+
+atexit.register(record)
+"""
+
+
+def test_no_module_a_project_s_commands_load_is_a_name_it_can_take(tmp_path: Path) -> None:
+    # Its dependencies' own imports count as much as its own: projects named tqdm, sympy, fsspec,
+    # packaging or antlr4 were baked, and their first command failed on an import (a probe's).
+    project = bake(tmp_path, logger="mlflow", hparam_search="both", slurm="true", docker="true")
+    (site := tmp_path / "site").mkdir()
+    (site / "sitecustomize.py").write_text(RECORD_MODULES)
+    env = {
+        "PYTHONPATH": f"{site}{os.pathsep}src",
+        "MODULES_OUT": str(tmp_path / "modules"),
+        "WANDB_MODE": "offline",
+    }
+    checkpoint = "ckpt_path=logs/train/runs/one/checkpoints/last.ckpt"
+    tensorboard = [
+        "+logger.tb._target_=lightning.pytorch.loggers.TensorBoardLogger",
+        "+logger.tb.save_dir=logs",
+    ]
+    for command in (
+        [
+            "train.py",
+            "logger=[wandb,mlflow,csv]",
+            *tensorboard,
+            "trainer.max_epochs=1",
+            "hydra.run.dir=logs/train/runs/one",
+        ],
+        ["eval.py", checkpoint],
+        ["predict.py", checkpoint, "input=data/digits/3"],
+        ["export.py", checkpoint],
+        [
+            "train.py",
+            "-m",
+            "hparams_search=optuna",
+            "hydra.sweeper.n_trials=1",
+            "debug=limit",
+            "trainer.max_epochs=1",
+        ],
+        ["-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "2", "tests/test_configs.py", "-k", "help"],
+    ):
+        result = run(sys.executable, *command, cwd=project, **env)
+        assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    loaded = set((tmp_path / "modules").read_text().split()) - {"my_project", "sitecustomize"}
+    outside = {name.lower() for name in loaded - set(sys.stdlib_module_names) if not name.startswith("_")}
+    assert (
+        outside and {name for name in outside if not hook.problems({**VALID, "package_name": name})} == set()
+    )
 
 
 def test_valid_answers_pass_the_hook() -> None:
