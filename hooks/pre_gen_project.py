@@ -58,7 +58,7 @@ def problems(answers: dict[str, str]) -> list[str]:
         if value in RESERVED or value in sys.stdlib_module_names or value.startswith("test_"):
             found.append(
                 f"{field} {answers[field]!r} would shadow the module {value!r} "
-                "(a dependency, the standard library or a test folder); choose another name."
+                "(a dependency, the standard library, or one of the project's files); choose another name."
             )
     if not EMAIL_RULE.match(answers["author_email"]):
         found.append(f"author_email {answers['author_email']!r} is not an email address (name@host.domain).")
