@@ -82,10 +82,10 @@ class OptunaSweeper(Sweeper):
         metric = OmegaConf.select(self.config, "optimized_metric", default=None)
         kept = sorted(o for o in fixed if not o.split("=", 1)[0].lstrip("+~").startswith(MAY_DIFFER))
         searched = {key: repr(distribution) for key, distribution in sorted(space.items())}
-        if study.get_trials(deepcopy=False):
+        if known := study.get_trials(deepcopy=False):
             sampler.reseed_rng()  # seeded, it would draw the study's first points again
         binding = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.RUNNING)  # not failed ones: a typo's
-        if study.get_trials(deepcopy=False, states=binding):  # study continues with the typo fixed
+        if any(trial.state in binding for trial in known):  # study continues with the typo fixed
             was = (study.user_attrs.get("metric", metric), study.direction.name.lower())
             if was != (metric, self.direction):  # Optuna keeps the study's direction, silently
                 raise ConfigError(
