@@ -3,6 +3,7 @@
 import csv
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -50,14 +51,17 @@ def stop_at(hook: str, **options: object) -> list[str]:
 def trainer_stop_at(hook: str, dirpath: Path, name: str = "SIGTERM") -> str:
     """The same signal, as Lightning takes a callback: `++trainer.callbacks=[...]` (eval.py and predict.py
     have no callbacks group; theirs are in trainer.callbacks, replaced); the marker file in `dirpath`."""
-    signal = f"_target_:signal_helpers.SendSignal,dirpath:'{dirpath}',hook:{hook},signal:{name}"
-    return "++trainer.callbacks=[{" + signal + "}]"
+    sender = f"_target_:signal_helpers.SendSignal,dirpath:'{dirpath}',hook:{hook},signal:{name}"
+    return "++trainer.callbacks=[{" + sender + "}]"
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Under pytest-xdist (make test) the workers share the cores: one torch thread pool each."""
+    """Under pytest-xdist (make test) the workers share the cores: one torch thread pool each. The runs
+    a test starts take Ctrl+C as from a terminal, also when this suite runs as a script's background job
+    (`make test &`), which starts with SIGINT ignored and hands that to every process it starts."""
     if workers := int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0")):
         os.environ.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // workers)))
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def compose_config(name: str, run_dir: Path, overrides: Sequence[str] = ()) -> DictConfig:
