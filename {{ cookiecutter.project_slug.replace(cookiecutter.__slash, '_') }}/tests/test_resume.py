@@ -1,6 +1,7 @@
 """Stop anywhere, resume exactly: a run stopped at any phase, then resumed, ends as one never stopped."""
 
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -44,13 +45,15 @@ def test_a_run_stopped_at_any_phase_resumes_to_the_same_end(
     phase: str, uninterrupted: Path, tmp_path: Path
 ) -> None:
     overrides, status = PHASES[phase]
-    stopped = run_script("train.py", *QUICK, *overrides, cwd=tmp_path)
+    stopped = run_script("train.py", *QUICK, *overrides, cwd=tmp_path, RUN_NAME="a run ä")  # a path to quote
     assert stopped.returncode == status, stopped.stderr[-3000:]
     (run,) = run_dirs(tmp_path / "logs")
     if status == EXIT_CODE:
         assert not (run / "metrics.json").exists()
-        assert f"python train.py resume={run}" in stopped.stdout  # the exact command
-        resumed = run_script("train.py", f"resume={run}", cwd=tmp_path)
+        command = stopped.stdout.split("Continue: ")[-1].splitlines()[0]
+        python, script, resume = shlex.split(command)  # as a shell reads the command pasted, then Hydra
+        assert (python, script, resume) == ("python", "train.py", f'resume="{run}"')
+        resumed = run_script(script, resume, cwd=tmp_path)
         assert resumed.returncode == 0, resumed.stderr[-3000:]
         consoles = stopped.stdout + stopped.stderr + resumed.stdout + resumed.stderr
         assert not [word for word in NOISE if word in consoles], consoles

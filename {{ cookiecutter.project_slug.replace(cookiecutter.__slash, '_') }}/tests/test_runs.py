@@ -300,4 +300,4 @@ def test_stop_signal_before_any_training_is_resumable_and_not_a_success(tmp_path
     output, _ = process.communicate(timeout=120)
     assert process.returncode == EXIT_CODE, output[-3000:]
     (run,) = run_dirs(tmp_path / "logs")
-    assert f"python train.py resume={run}" in output
+    assert f"python train.py 'resume=\"{run}\"'" in output
