@@ -313,16 +313,8 @@ def test_minimal_project_passes_its_slow_tests(tmp_path: Path) -> None:
     DDP, torchrun, compile), the same code over another DataModule, which the default's suite runs."""
     answers = next(a for a in answer_sets() if a["example"] == "minimal" and runs_own_suite(a))
     project = bake(tmp_path, **answers)
-    result = run(
-        *PYTEST,
-        "-n",
-        "2",
-        "-m",
-        "slow and not slurm",
-        "--ignore=tests/test_scaling.py",
-        cwd=project,
-        timeout=2400,
-    )
+    slow = ("-m", "slow and not slurm", "--ignore=tests/test_scaling.py")
+    result = run(*PYTEST, "-n", "2", *slow, cwd=project, timeout=2400)
     assert result.returncode == 0, failures(result)
     assert " passed" in result.stdout
 
