@@ -71,19 +71,16 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         metafunc.parametrize("answers", sets, ids=[answer_id(a) for a in sets], scope="module")
 
 
-# The longest tests, longest first: on two workers (make test: --dist worksteal, where an idle worker
-# takes tests a busy one has not started), the rest shares out beside them.
+# The longest tests, longest first: on two workers (make test), the rest shares out beside them.
 LONGEST = (
     "test_default_project_passes_its_whole_suite",
-    "test_own_test_suite_passes",
-    "test_minimal_project_passes_its_slow_tests",
     "test_slurm_project_runs_its_jobs_on_a_real_cluster",
+    "test_minimal_project_passes_its_slow_tests",
 )
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    name = lambda item: item.originalname  # noqa: E731  (without its parameters)
-    items.sort(key=lambda item: LONGEST.index(name(item)) if name(item) in LONGEST else len(LONGEST))
+    items.sort(key=lambda item: LONGEST.index(item.name) if item.name in LONGEST else len(LONGEST))
 
 
 @pytest.fixture(scope="session", autouse=True)
