@@ -62,7 +62,7 @@ def test_a_multirun_stopped_in_a_job_says_how_to_continue_all_of_it(tmp_path: Pa
     command += stop_at("on_train_batch_end", step=1, dirpath=tmp_path)  # once: the first job
     stopped = run_script("train.py", *command, cwd=tmp_path)
     assert stopped.returncode == EXIT_CODE, stopped.stderr[-3000:]
-    hint = f"Continue: python train.py -m <same overrides> 'hydra.sweep.dir=\"{sweep}\"'"
+    hint = f"Continue: python train.py -m SAME_OVERRIDES 'hydra.sweep.dir=\"{sweep}\"'"
     assert hint in stopped.stdout + stopped.stderr
     assert not (sweep / "1").exists()
     again = run_script("train.py", *command, cwd=tmp_path)

@@ -4,6 +4,7 @@ import json
 import math
 import os
 import re
+import shlex
 import signal
 import socket
 import subprocess
@@ -77,9 +78,10 @@ def test_resume_continues_with_the_run_s_own_config_and_may_extend_it(stopped: P
         assert again.returncode == 0 and "nothing to do" in again.stderr
     assert snapshot(stopped) == before
     # What it says to do instead: a new run from the finished one's weights, with a schedule of its own.
-    hint = re.search(r"from its weights: python train.py (.*)(pretrained=\S+last\.ckpt)", again.stderr)
-    assert {"seed=3", "trainer.max_epochs=5"} <= set(hint[1].split())  # the length asked for, not the run's
-    hint = hint[2]
+    words = shlex.split(re.search(r"from its weights: python train.py (.*)", again.stderr)[1])  # as pasted
+    assert {"seed=3", "trainer.max_epochs=5"} <= set(words)  # the length asked for, not the run's
+    hint = words[-1]
+    assert hint == f'pretrained="{stopped}/checkpoints/last.ckpt"'  # quoted for Hydra too: spaces, ä
     on = run_script("train.py", *QUICK, "seed=3", hint, "trainer.max_epochs=5", cwd=tmp_path / "on")
     assert on.returncode == 0, on.stderr[-3000:]
     (run,) = run_dirs(tmp_path / "on" / "logs")

@@ -132,7 +132,7 @@ def run_train(cfg: DictConfig) -> float | None:
             cfg = hydra.compose("train", given := runs.resume_overrides(run, given))
             OmegaConf.update(cfg, "resume", str(run), force_add=True)
         if (run / "metrics.json").exists():  # said on the console, not in the run's log: it stays as it was
-            again = shlex.join([*given, f"pretrained={run}/checkpoints/last.ckpt"])  # its overrides and these
+            again = shlex.join([*given, f'pretrained="{run}/checkpoints/last.ckpt"'])  # quoted: shell, Hydra
             hint = f"nothing to do. Train on from its weights: python train.py {again}"
             print(f"{run} is finished (it has metrics.json): {hint}", file=sys.stderr)
             return json.loads((run / "metrics.json").read_text()).get(cfg.get("optimized_metric"))

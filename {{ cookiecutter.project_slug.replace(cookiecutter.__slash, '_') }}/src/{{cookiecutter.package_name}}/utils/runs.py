@@ -38,7 +38,7 @@ class TrainingError(CompactHydraException): ...  # training cannot go on (a non-
 class Stopped(SystemExit):  # resumable: EXIT_CODE (other ranks 0, or DDP's launcher kills rank 0)
     def __init__(self, run: Path, step: int) -> None:
         super().__init__(EXIT_CODE if launched_as_rank_zero() else 0)
-        at = ("-m <same overrides> 'hydra.sweep.dir", run.parent) if multirun_name() else ("'resume", run)
+        at = ("-m SAME_OVERRIDES 'hydra.sweep.dir", run.parent) if multirun_name() else ("'resume", run)
         if self.code:  # quoted for the shell, then for Hydra: a path with spaces or ä pastes whole
             log.warning(f'Stopped at step {step}, exit {self.code}. Continue: python train.py %s="%s"\'', *at)
 
