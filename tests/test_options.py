@@ -267,6 +267,11 @@ def changed_tests(project: Path, reference: Path) -> list[str]:
     )
 
 
+def first_with_suite(example: str) -> dict:
+    """The first answer set of `example` that runs its own suite."""
+    return next(a for a in answer_sets() if a["example"] == example and runs_own_suite(a))
+
+
 def test_own_test_suite_passes(project: Path, answers: dict, tmp_path: Path) -> None:
     """The fast suite of the first answer set of each example runs whole (the default's, slow tests
     too, in test_default_project_passes_its_whole_suite); a later one's runs the tests of what its
@@ -276,7 +281,7 @@ def test_own_test_suite_passes(project: Path, answers: dict, tmp_path: Path) -> 
         pytest.skip("the default answers: test_default_project_passes_its_whole_suite runs this suite")
     if not runs_own_suite(answers):
         pytest.skip("the other half of the matrix runs the suites (conftest.runs_own_suite)")
-    first = next(a for a in answer_sets() if a["example"] == answers["example"] and runs_own_suite(a))
+    first = first_with_suite(answers["example"])
     files = [] if answers == first else changed_tests(project, bake(tmp_path, **first))
     result = run(*PYTEST, "-m", "not slow", *(f"tests/{name}" for name in files), cwd=project, timeout=1800)
     assert result.returncode == 0, failures(result)
@@ -311,8 +316,7 @@ def test_minimal_project_passes_its_slow_tests(tmp_path: Path) -> None:
     differ from the digits' (blobs as a table, no `data.root`), and a slow test that passed with the
     digits failed here unseen (a resume pointing at moved images). Not the launchers' (test_scaling:
     DDP, torchrun, compile), the same code over another DataModule, which the default's suite runs."""
-    answers = next(a for a in answer_sets() if a["example"] == "minimal" and runs_own_suite(a))
-    project = bake(tmp_path, **answers)
+    project = bake(tmp_path, **first_with_suite("minimal"))
     slow = ("-m", "slow and not slurm", "--ignore=tests/test_scaling.py")
     result = run(*PYTEST, "-n", "2", *slow, cwd=project, timeout=2400)
     assert result.returncode == 0, failures(result)
