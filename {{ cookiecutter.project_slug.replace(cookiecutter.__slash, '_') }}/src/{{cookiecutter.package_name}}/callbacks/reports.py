@@ -28,7 +28,7 @@ class EpochLines(ProgressBar):  # one log line per epoch, nothing redrawn (a Pro
 
 class TestReport(L.Callback):  # after testing: confusion_matrix.png (to the loggers too), test_per_class.csv
     def __init__(self, dirpath: str) -> None:
-        self.dirpath, self.matrix = Path(dirpath), MulticlassConfusionMatrix(2)
+        self.dirpath = Path(dirpath)  # the matrix: at the test's start (the class count is the model's)
 
     def on_test_epoch_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         self.matrix = MulticlassConfusionMatrix(pl_module.hparams.num_classes).to(pl_module.device)

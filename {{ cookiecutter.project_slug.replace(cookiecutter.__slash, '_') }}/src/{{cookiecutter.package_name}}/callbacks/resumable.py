@@ -87,7 +87,7 @@ class Resumable(Checkpoint):
             self.stop_here(trainer, save=True)  # between optimizer steps, not where a resume skips validation
 
     def on_fit_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        self.path.unlink(missing_ok=True)  # a stop's checkpoint, older than the end: eval.py would take it
+        self.path.unlink(missing_ok=True)  # a stop's, older than the end: eval.py given it tested old weights
         for key, value in self.metrics.items():  # a run resumed after its last epoch keeps its metrics
             trainer.callback_metrics.setdefault(key, torch.tensor(value))
 

@@ -14,7 +14,7 @@ from {{ cookiecutter.package_name }}.data.labelled import LabelledDataModule
 
 class CSVDataModule(LabelledDataModule):
     """Rows of `path`, with a header: the `target` column holds the class (text or a number), the
-    `features` columns (null: all the others, in the file's order: a sequence stays one) numbers."""
+    `features` columns (null: all the others, in the file's order: a series keeps its order) numbers."""
 
     def __init__(self, path: str, target: str, features: Sequence[str] | None = None, **options) -> None:
         super().__init__(**options)

@@ -1,4 +1,4 @@
-"""Images in one sub-folder per class (`root/<class>/<image>`): PNG, JPEG, anything Pillow reads."""
+"""Images in one sub-folder per class (`root/<class>/<image>`): PNG, JPEG, ... (SUFFIXES), read by Pillow."""
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass

@@ -1,4 +1,4 @@
-"""The config, checked before anything heavy loads; what ran, recorded in its run directory."""
+"""The config, checked (in train.py before anything heavy loads); what ran, recorded in its run directory."""
 
 import gc
 import logging
@@ -26,7 +26,7 @@ warnings.filterwarnings("ignore", message="provider=hydra.searchpath in main")  
 
 
 def check_types(cfg: DictConfig, overrides: list[str]) -> None:
-    """Before torch loads, a ConfigError names a value left out (???), or one of the wrong type."""
+    """A ConfigError names a value left out (???), or one of the wrong type (train.py: before torch loads)."""
     if missing := sorted(OmegaConf.missing_keys(cfg)):
         raise ConfigError(f"{', '.join(missing)}: required, and no value given: pass {missing[0]}=<value>.")
     if (cfg.get("callbacks") or {}).get("backbone_finetuning") and not cfg.get("pretrained"):

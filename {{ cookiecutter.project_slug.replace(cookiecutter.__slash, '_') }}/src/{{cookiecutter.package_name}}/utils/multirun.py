@@ -26,7 +26,7 @@ def multirun_job(given: list[str]) -> Iterator[None]:
     are the sweep's: point them at this job and its `given` overrides; after it, end the job's ranks."""
     environment = dict(os.environ)
     if HydraConfig.initialized() and (hydra_cfg := HydraConfig.get()).mode.name == "MULTIRUN":
-        sys.argv = [sys.argv[0], *given, "hydra.mode=RUN"]  # a search (hparams_search) sets MULTIRUN
+        sys.argv = [sys.argv[0], *given, "hydra.mode=RUN"]  # even where a config sets MULTIRUN
         with read_write(hydra_cfg), open_dict(hydra_cfg):
             hydra_cfg.run.dir = hydra_cfg.runtime.output_dir
     try:
