@@ -15,7 +15,7 @@ from {{ cookiecutter.package_name }}.utils import config, runs
 log = logging.getLogger(__name__)
 
 
-def model_and_data(cfg: Any) -> tuple[Any, Any]:
+def model_and_data(cfg: Any, stage: str = "test") -> tuple[Any, Any]:
     """The checkpoint's model (on the CPU) and DataModule: its data config with `+data.<key>=`, or `data=`."""
     from {{ cookiecutter.package_name }}.models.classifier import Classifier
 
@@ -28,8 +28,8 @@ def model_and_data(cfg: Any) -> tuple[Any, Any]:
     with runs.named_errors():  # data= that cannot be read or split
         datamodule = hydra.utils.instantiate(data)
         datamodule.prepare_data()
-        datamodule.setup("test")  # as in training: the data's shape and classes may be known only then
-    runs.read_checkpoint(cfg.ckpt_path, fits=datamodule)  # a ConfigError if the model takes other data
+        datamodule.setup(stage)  # as in training: the data's shape and classes may be known only then
+    runs.read_checkpoint(cfg.ckpt_path, fits=datamodule if stage == "test" else None)  # other data: refused
     return model, datamodule
 
 

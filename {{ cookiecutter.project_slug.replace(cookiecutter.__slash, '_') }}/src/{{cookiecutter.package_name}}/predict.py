@@ -43,7 +43,7 @@ def predict(cfg: DictConfig) -> Path:
 
     if not cfg.get("input") or not Path(cfg.input).exists():
         raise runs.ConfigError(f"input={cfg.get('input')!r}: no such file or folder. Pass what to predict.")
-    model, datamodule = model_and_data(cfg)
+    model, datamodule = model_and_data(cfg, "predict")  # the training data is not read: it may be gone
     trainer = hydra.utils.instantiate(cfg.trainer, logger=False)
     if trainer.world_size > 1:  # each rank would predict a share of the inputs, and write one file
         raise runs.ConfigError(f"trainer.devices={trainer.num_devices}: predict.py uses one device: pass 1.")

@@ -34,7 +34,7 @@ class CSVDataModule(LabelledDataModule):
             raise ValueError(f"data.path={str(self.path)!r}: no {self.target} on lines {blank[:5]}.")
         return rows
 
-    @property
+    @cached_property
     def features(self) -> list[str]:
         return list(self.chosen or (c for c in self.rows[0] if c != self.target))
 
@@ -44,12 +44,12 @@ class CSVDataModule(LabelledDataModule):
 
     @property
     def input_shape(self) -> tuple[int, ...]:
-        return tuple(self.inputs.shape[1:])
+        return (len(self.features),)
 
     @cached_property
     def inputs(self) -> Tensor:  # read with the shape, at start-up: a row that does not fit stops it at once
         inputs = torch.stack([self.transform(row) for row in self.rows])
-        if bad := [line for line, x in enumerate(inputs, start=2) if not x.isfinite().all()]:
+        if bad := (~inputs.isfinite().all(dim=1)).nonzero().flatten().add(2).tolist():  # lines in the file
             raise ValueError(f"data.path={str(self.path)!r}: NaN or infinite values on lines {bad[:5]}.")
         return inputs
 

@@ -47,7 +47,7 @@ class LabelledDataModule(L.LightningDataModule):
         self.batch_size, self.splits = batch_size, {}
 
     def setup(self, stage: str | None = None) -> None:
-        if self.splits:
+        if self.splits or stage == "predict":  # predict.py makes its inputs with `transform`: nothing to read
             return
         dataset, labels = self.load()
         options, split = self.hparams, {"stratify": labels, "random_state": self.hparams.split_seed}

@@ -8,7 +8,6 @@ import netrc
 import os
 import signal
 import socket
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from datetime import datetime
@@ -62,7 +61,7 @@ def _note(signum: int, frame: Any) -> None:
 
 def catch_signals(note: bool = True) -> None:
     """Note SIGTERM, SIGINT, SIGUSR1 (SLURM's warning) instead of dying; `note=False`: act as usual again."""
-    if threading.current_thread() is threading.main_thread():
+    with suppress(ValueError):  # in another thread than the main one: signals are the main thread's alone
         signal.signal(signal.SIGINT, _note if note else signal.default_int_handler)
         for signum in (signal.SIGTERM, signal.SIGUSR1):
             signal.signal(signum, _note if note else signal.SIG_DFL)
