@@ -49,9 +49,9 @@ class Resumable(Checkpoint):
     def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
         if trainer.world_size > 1 and self.group is None:
             self.group = dist.new_group(backend="gloo")  # on the CPU: agreeing never waits for a GPU
-        for key, read in (("features", "features"), ("image_size", "size")):  # null: recorded as read, so
-            if (self.data or {}).get(key, ()) is None and hasattr(trainer.datamodule, read):  # predict.py
-                self.data[key] = list(getattr(trainer.datamodule, read))  # reads no data (csv's in order)
+        for key, read in (("features", "features"), ("image_size", "size")):  # null: recorded as read
+            if (self.data or {}).get(key, ()) is None and hasattr(trainer.datamodule, read):  # csv: in order
+                self.data[key] = list(getattr(trainer.datamodule, read))  # so predict.py needs no data
 
     on_sanity_check_end = on_test_batch_end = stop_here  # where stopping loses no training
     on_train_epoch_end = partialmethod(stop_here, save=True, late=True)  # after the epoch's checkpoints
