@@ -118,6 +118,15 @@ def test_inputs_of_a_shape_no_reader_makes_ask_for_one(tmp_path: Path) -> None:
         read_inputs(table, shape)  # was: "it accepts a .csv file"
 
 
+def test_checkpoints_record_the_data_s_null_values_as_read_where_the_data_has_them(tmp_path: Path) -> None:
+    from {{ cookiecutter.package_name }}.callbacks.resumable import Resumable
+
+    resumable = Resumable(str(tmp_path), data={"features": None, "image_size": None, "root": "x"})
+    data = SimpleNamespace(size=(12, 16), features=None)  # a DataModule of a user's may hold features=None
+    resumable.setup(SimpleNamespace(world_size=1, datamodule=data), None, "fit")
+    assert resumable.data == {"features": None, "image_size": [12, 16], "root": "x"}  # predict.py's size
+
+
 def test_a_limit_on_predict_batches_predicts_the_first_inputs(trained_run: tuple, tmp_path: Path) -> None:
     # Was a zip() traceback, with a predictions.csv cut short.
 {%- if cookiecutter.example == 'digits' %}

@@ -50,8 +50,8 @@ class Resumable(Checkpoint):
         if trainer.world_size > 1 and self.group is None:
             self.group = dist.new_group(backend="gloo")  # on the CPU: agreeing never waits for a GPU
         for key, read in (("features", "features"), ("image_size", "size")):  # null: recorded as read
-            if (self.data or {}).get(key, ()) is None and hasattr(trainer.datamodule, read):  # csv: in order
-                self.data[key] = list(getattr(trainer.datamodule, read))  # so predict.py needs no data
+            if (self.data or {}).get(key, ()) is None and getattr(trainer.datamodule, read, None) is not None:
+                self.data[key] = list(getattr(trainer.datamodule, read))  # csv: in order; predict.py: no data
 
     on_sanity_check_end = on_test_batch_end = stop_here  # where stopping loses no training
     on_train_epoch_end = partialmethod(stop_here, save=True, late=True)  # after the epoch's checkpoints
