@@ -7,7 +7,7 @@ import tomllib
 from pathlib import Path
 
 import pytest
-from conftest import TEMPLATE, answer_sets, bake, run, runs_own_suite
+from conftest import INTERACTING, TEMPLATE, answer_sets, bake, run, runs_own_suite
 from lock import interpreter
 
 # Not `}}` alone: nested OmegaConf interpolations end with it.
@@ -250,10 +250,12 @@ LOGGER_CODE = {
 }
 
 
-def changed_tests(project: Path, reference: Path) -> list[str]:
+def changed_tests(project: Path, reference: Path, other: Path) -> list[str]:
     """The test files of what a project's answers change against `reference`, a project of the same
     example whose suite runs whole: ANSWER_TESTS, and the test files it lacks or holds otherwise (a
-    search's, SLURM's). The rest of the code is the same in both, but for the logger's."""
+    search's, SLURM's). The rest of the code is the same in both, but for the logger's. Left out:
+    the test files of code that `reference` lacks and `other`, the other example's whole suite,
+    holds byte for byte with its tests (the Optuna search's: its trials are the same tiny MLP)."""
     differs = [
         path.relative_to(project).as_posix()
         for path in sorted(project.rglob("*.py"))
@@ -262,9 +264,20 @@ def changed_tests(project: Path, reference: Path) -> list[str]:
     ]
     shared = {name for name in differs if (reference / name).is_file() and not name.startswith("tests/")}
     assert shared <= LOGGER_CODE, f"{sorted(shared - LOGGER_CODE)} differ by answer: add their tests here"
-    return sorted(
-        ANSWER_TESTS | {name.removeprefix("tests/") for name in differs if name.startswith("tests/test_")}
-    )
+    # Code the reference lacks, held byte for byte by `other`: its tests ran whole there.
+    added = [name for name in differs if name not in shared and not name.startswith("tests/")]
+    ran = bool(added) and all(same(project, other, name) for name in added)
+    tests = {
+        name.removeprefix("tests/")
+        for name in differs
+        if name.startswith("tests/test_")
+        and not (ran and not (reference / name).is_file() and (other / name).is_file())
+    }
+    return sorted(ANSWER_TESTS | tests)
+
+
+def same(project: Path, other: Path, name: str) -> bool:
+    return (other / name).is_file() and (other / name).read_bytes() == (project / name).read_bytes()
 
 
 def first_with_suite(example: str) -> dict:
@@ -275,14 +288,18 @@ def first_with_suite(example: str) -> dict:
 def test_own_test_suite_passes(project: Path, answers: dict, tmp_path: Path) -> None:
     """The fast suite of the first answer set of each example runs whole (the default's, slow tests
     too, in test_default_project_passes_its_whole_suite); a later one's runs the tests of what its
-    answers change: its other tests, of the same code, ran in the first."""
+    answers change: its other tests, of the same code, ran in the first (changed_tests)."""
     defaults = json.loads((TEMPLATE / "cookiecutter.json").read_text())
     if answers == {key: v[0] if isinstance(v := defaults[key], list) else v for key in answers}:
         pytest.skip("the default answers: test_default_project_passes_its_whole_suite runs this suite")
     if not runs_own_suite(answers):
         pytest.skip("the other half of the matrix runs the suites (conftest.runs_own_suite)")
     first = first_with_suite(answers["example"])
-    files = [] if answers == first else changed_tests(project, bake(tmp_path, **first))
+    if answers != first:
+        other = first_with_suite(next(e for e in INTERACTING["example"] if e != answers["example"]))
+        files = changed_tests(project, bake(tmp_path / "first", **first), bake(tmp_path / "other", **other))
+    else:
+        files = []
     result = run(*PYTEST, "-m", "not slow", *(f"tests/{name}" for name in files), cwd=project, timeout=1800)
     assert result.returncode == 0, failures(result)
     assert " passed" in result.stdout
