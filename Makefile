@@ -23,7 +23,7 @@ demo: setup  ## generate a project with the default answers into build/ and trai
 test: setup lint  ## every test: the template's, and each baked project's own suite (full matrix)
 	$(PY) -m pytest -n 2 --durations=20
 
-test-fast: setup  ## the same with one answer set instead of the whole matrix
+test-fast: setup lint  ## the same with the first answer set only (the default's suite, slow tests too)
 	$(PY) -m pytest --fast
 
 lint: setup  ## ruff on the template's own code

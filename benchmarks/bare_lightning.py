@@ -22,15 +22,15 @@ class EpochTimer(L.Callback):
     validation, checkpoints and logging at its end), the wall seconds of its steps alone (up to
     the end of its last step), and its training samples.
 
-    With `turns` (a folder two processes share, and `turn` 0 or 1), they train in turn, one step
+    Two processes sharing the folder `turns` (`turn` 0 and 1) train in turn, one step
     (or an epoch's last step and all that follows it) at a time, each timing its own turns: both
     meet the same load, where on a shared VM runs of one command, one after the other, differ by
     more than the few per cent compared (benchmarks/README.md)."""
 
-    def __init__(self, path: str, turns: str | None = None, turn: int = 0) -> None:
+    def __init__(self, path: str, turns: str, turn: int) -> None:
         self.path, self.seconds, self.cpu_seconds, self.since = Path(path), [], [], None
         self.step_seconds: list[float] = []
-        self.turns, self.turn = Path(turns) if turns else None, turn
+        self.turns, self.turn = Path(turns), turn
 
     def count(self) -> int:
         count = self.turns / "count"
@@ -40,11 +40,10 @@ class EpochTimer(L.Callback):
         wall, cpu, epoch = self.since  # the epoch of the turn's step: its end costs count in it
         self.seconds[epoch] += time.perf_counter() - wall
         self.cpu_seconds[epoch] += time.process_time() - cpu
-        if self.turns:
-            if done:  # the other one no longer waits for its turns
-                (self.turns / f"done-{self.turn}").touch()
-            (self.turns / "count.new").write_text(str(self.count() + 1))
-            (self.turns / "count.new").replace(self.turns / "count")
+        if done:  # the other one no longer waits for its turns
+            (self.turns / f"done-{self.turn}").touch()
+        (self.turns / "count.new").write_text(str(self.count() + 1))
+        (self.turns / "count.new").replace(self.turns / "count")
 
     def on_train_epoch_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         self.seconds.append(0.0)
@@ -53,8 +52,8 @@ class EpochTimer(L.Callback):
     def on_train_batch_start(self, trainer: L.Trainer, *args: Any) -> None:
         if self.since:
             self.end_turn()
-        other_done = self.turns / f"done-{1 - self.turn}" if self.turns else None
-        while self.turns and self.count() % 2 != self.turn and not other_done.exists():
+        other_done = self.turns / f"done-{1 - self.turn}"
+        while self.count() % 2 != self.turn and not other_done.exists():
             time.sleep(0.001)
         self.since = time.perf_counter(), time.process_time(), len(self.seconds) - 1
 

@@ -1,4 +1,4 @@
-"""The default project stays a project a researcher reads in one sitting (DESIGN.md's budget)."""
+"""The default project stays a project a researcher reads in one sitting (issue 19's budget)."""
 
 from pathlib import Path
 

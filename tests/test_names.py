@@ -85,7 +85,7 @@ def test_every_module_a_project_imports_is_a_name_it_cannot_take(tmp_path: Path)
     outside = {name.lower() for name in imported - local - set(sys.stdlib_module_names)}
     assert outside and outside <= hook.RESERVED, outside - hook.RESERVED
     # Its own top-level modules: the root scripts, the tests' (pytest imports them by name), src/'s.
-    # A package named train or conftest was baked, and hid them (a probe's).
+    # A package named train or conftest was baked, and hid them (a new user's).
     tops = [*project.glob("*.py"), *project.glob("tests/*.py"), *(project / "src").iterdir()]
     own = {path.stem for path in tops} - {"my_project"}
     assert {name for name in own if not name.startswith("test_")} <= hook.RESERVED, own - hook.RESERVED
@@ -107,7 +107,7 @@ atexit.register(record)
 
 def test_no_module_a_project_s_commands_load_is_a_name_it_can_take(tmp_path: Path) -> None:
     # Its dependencies' own imports count as much as its own: projects named tqdm, sympy, fsspec,
-    # packaging or antlr4 were baked, and their first command failed on an import (a probe's).
+    # packaging or antlr4 were baked, and their first command failed on an import (a new user's).
     project = bake(tmp_path, logger="mlflow", hparam_search="both", slurm="true", docker="true")
     (site := tmp_path / "site").mkdir()
     (site / "sitecustomize.py").write_text(RECORD_MODULES)
@@ -162,7 +162,7 @@ def test_valid_answers_pass_the_hook() -> None:
         {"package_name": "import"},
         {"project_name": "3D Vision"},  # derives the package name 3d_vision
         {"project_slug": "bad/slug"},  # a path separator: still no folder left behind
-        {"project_name": ""},  # the folder name would be empty: cookiecutter's own "." error before the hook
+        {"project_name": ""},  # the slug falls back to no-project-name; the hook names the empty answer
     ],
     ids=lambda a: "-".join(f"{k}={v}" for k, v in a.items()),
 )

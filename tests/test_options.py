@@ -185,7 +185,7 @@ def test_readme_mentions_only_what_was_chosen(project: Path, answers: dict) -> N
     assert ("docker build" in readme) == answers["docker"]
     assert ("pre-commit" in readme) == answers["pre_commit"]
     assert (".github/workflows" in readme) == (answers["ci"] == "github")
-    # Nor do the files beside it: no W&B key without W&B, no MLflow without it (probe 4 found both).
+    # Nor do the files beside it: no W&B key without W&B, no MLflow without it (a new user found both).
     assert ("WANDB_API_KEY" in readme + (project / ".env.example").read_text()) == has["wandb"]
     assert ("mlflow" in (project / "pyproject.toml").read_text().lower()) == has["mlflow"]
     # Every file the README names in its layout exists.
@@ -320,8 +320,8 @@ def test_slurm_project_runs_its_jobs_on_a_real_cluster(tmp_path: Path) -> None:
 def test_default_project_passes_its_whole_suite(default_project: Path) -> None:
     """The default answers, with the slow tests too (the full training to 0.97 accuracy).
 
-    On two workers, as the project's `make test-all` runs it (about 4 min alone on 2 cores,
-    7.5 min on one): the longest test here, so it leaves no long tail on one core.
+    On two workers, as the project's `make test-all` runs it on 2 cores (about 10 min alone):
+    the longest test here, so it leaves no long tail on one core.
     """
     result = run(*PYTEST, "-n", "2", cwd=default_project, timeout=2400)
     assert result.returncode == 0, failures(result)
