@@ -22,14 +22,17 @@ import {{ cookiecutter.package_name }}.utils.runs  # noqa: F401  (the configs' r
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG_MODULE = "{{ cookiecutter.package_name }}.configs"
-# A whole run in seconds: two epochs of four batches, CSV logs, no progress bar.
 # Known noise of the libraries underneath, which a run must not print (stopped and resumed too);
 # "-packages/": any library's warning (Lightning's print the file that warns, not the category).
 NOISE = ("litlogger", "anonymous setting", "LeafSpec", "srun", "set_vital", "Traceback", "Warning")
 NOISE += ("`weights_only` was not set", "exists and is not empty", "💡", "-packages/")
 NOISE += ("it/s",)  # a progress bar drawn into a file (its rate): off a terminal, log lines alone
-# On the CPU: these runs are compared to the bit, and a GPU's kernels vary from run to run (two runs of
-# seed 0 on an H100 differed in the fifth digit); tests/test_gpu.py trains on the GPU.
+# Metrics the project logs, by the names in metrics.json.
+METRIC_KEYS = {f"{stage}/{name}" for stage in ("train", "val", "test") for name in ("loss", "acc", "f1")}
+METRIC_KEYS.add("val/acc_best")
+# A whole run in seconds: two epochs of four batches, CSV logs, no progress bar. On the CPU: these runs
+# are compared to the bit, and a GPU's kernels vary from run to run (two runs of seed 0 on an H100
+# differed in the fifth digit); tests/test_gpu.py trains on the GPU.
 QUICK = (
     "trainer.max_epochs=2",
     "trainer.accelerator=cpu",
@@ -94,6 +97,16 @@ def run_script(
 
     `env` adds variables; an empty value removes one.
     """
+    cwd.mkdir(parents=True, exist_ok=True)
+    command = [sys.executable, *launcher, str(ROOT / script), *overrides]
+    return subprocess.run(
+        command, cwd=cwd, env=script_env(cwd, **env), capture_output=True, text=True, timeout=timeout
+    )
+
+
+def script_env(cwd: Path, **env: str) -> dict[str, str]:
+    """The environment of a run under test: the project's code and tests/ importable, logs under
+    `cwd`, offline, no launcher's variables; `env` adds variables, an empty value removes one."""
     full_env = {
         **os.environ,
         # tests/ too, for the helpers a run under test loads (signal_helpers).
@@ -111,9 +124,7 @@ def run_script(
             full_env.pop(key, None)
     for key in [key for key, value in env.items() if value == ""]:
         full_env.pop(key)
-    cwd.mkdir(parents=True, exist_ok=True)
-    command = [sys.executable, *launcher, str(ROOT / script), *overrides]
-    return subprocess.run(command, cwd=cwd, env=full_env, capture_output=True, text=True, timeout=timeout)
+    return full_env
 
 
 def run_dirs(root: Path) -> list[Path]:

@@ -1,8 +1,9 @@
 """What the runs under test load to be stopped at a chosen moment, as a signal from outside would.
 
 Lightning callbacks: `+callbacks.signal._target_=signal_helpers.SendSignal +callbacks.signal.hook=<hook>`;
-a Hydra callback for the start-up, before any of the training code runs. Each fires once per run
-directory (a marker file there), so the resumed run is not stopped again.
+a Hydra callback for the start-up, before any of the training code runs. A signal is sent once per
+run directory (a marker file there), so the resumed run is not stopped again; `Fail` and `Stall` act
+every time.
 """
 
 import multiprocessing
@@ -69,6 +70,7 @@ class Fail(L.Callback):
 
     def _fail(self, *args: Any) -> None:
         raise RuntimeError("failed on purpose")
+{%- if cookiecutter.slurm %}
 
 
 class PauseForSignal(L.Callback):
@@ -86,8 +88,6 @@ class PauseForSignal(L.Callback):
 
     def on_train_batch_end(self, trainer: L.Trainer, *args: Any) -> None:
         import threading
-        import time
-        from pathlib import Path
 
         marker = Path(f"{self.marker}.{trainer.global_rank}")
         if trainer.global_step != self.step or marker.exists():
@@ -110,6 +110,7 @@ class PauseForSignal(L.Callback):
         finally:
             for signum, handler in previous.items():
                 signal.signal(signum, handler)
+{%- endif %}
 
 
 class SignalOnJobStart(Callback):

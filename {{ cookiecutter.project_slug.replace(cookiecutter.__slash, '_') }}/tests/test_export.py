@@ -58,7 +58,7 @@ def test_onnx_model_runs_without_project_code(exported: dict, tmp_path: Path) ->
         "(logits,) = session.run(None, {meta['input']['name']: x})\n"
         "print(json.dumps({'shape': list(logits.shape), 'classes': meta['class_names']}))\n"
     )
-    env = {"PATH": "/usr/bin:/bin"}  # no PYTHONPATH: the project's package is not importable
+    env = {"PATH": "/usr/bin:/bin"}  # no PYTHONPATH; the script imports onnxruntime and numpy alone
     assert {p.name for p in exported["path"].parent.glob("model*")} == {"model.onnx", "model.json"}
     shutil.copy(exported["path"], tmp_path)  # the one file: weights inside, no model.onnx.data beside
     command = [sys.executable, "-I", "-c", script, str(tmp_path / "model.onnx")]

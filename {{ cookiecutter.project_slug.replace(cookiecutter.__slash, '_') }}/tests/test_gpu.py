@@ -20,13 +20,14 @@ def test_mixed_precision_stopped_mid_epoch_resumes_to_the_same_end(precision: st
     assert whole.returncode == 0, whole.stderr[-3000:]
     overrides = (*GPU, f"trainer.precision={precision}", *stop_at("on_train_batch_end", step=6))
     stopped = run_script("train.py", *overrides, cwd=tmp_path / "stopped")
+    assert stopped.returncode == 75, stopped.stderr[-3000:]  # stopped, to be resumed
     (run,) = run_dirs(tmp_path / "stopped" / "logs")
     if precision == "16-mixed":  # the gradient scaler's state travels in the checkpoint
         saved = torch.load(run / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=True)
         assert "scale" in saved["MixedPrecision"], saved.keys()
     resumed = run_script("train.py", f"resume={run}", cwd=tmp_path / "stopped")
     assert resumed.returncode == 0, resumed.stderr[-3000:]
-    consoles = whole.stdout + whole.stderr + stopped.stdout + resumed.stdout + resumed.stderr
+    consoles = whole.stdout + whole.stderr + stopped.stdout + stopped.stderr + resumed.stdout + resumed.stderr
     assert not [word for word in NOISE if word in consoles], consoles
     # A GPU's kernels vary from run to run (two uninterrupted runs differ in the fifth digit): the same
     # metrics logged at the same steps, and the same results but for that noise.

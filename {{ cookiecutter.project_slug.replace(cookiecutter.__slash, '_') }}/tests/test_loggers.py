@@ -11,27 +11,32 @@ LOGGERS = sorted(p.stem for p in (ROOT / "src" / "{{ cookiecutter.package_name }
 SHORT = ["debug=limit", "trainer.max_epochs=1"]
 
 
-def wandb_records(path: Path) -> bytes:
-    """The records of a W&B offline run file, joined, without the file's framing.
+def wandb_records(path: Path) -> list:
+    """The records of a W&B offline run file, as W&B's own messages (it has no reader in Python).
 
     The file is a LevelDB-style log: a 7-byte file header, then 32 KiB blocks of chunks, each
     behind a 7-byte header (checksum, length, type); a record that does not fit in a block's
-    rest continues in the next block. The raw bytes would miss a key cut by a block boundary.
+    rest continues in the next block.
     """
-    block, data, records, at = 32768, path.read_bytes(), bytearray(), 7
+    from wandb.proto.wandb_internal_pb2 import Record
+
+    block, data, records, record, at = 32768, path.read_bytes(), [], bytearray(), 7
     assert data[:4] == b":W&B", f"{path} is not a W&B run file"
     while at + 7 <= len(data):
         if (room := block - at % block) < 7:  # no room for a chunk header: zero padding
             at += room
             continue
-        length = int.from_bytes(data[at + 4 : at + 6], "little")
-        assert data[at + 6] in (1, 2, 3, 4), f"{path}: no chunk at byte {at}"  # full, first, middle, last
-        records += data[at + 7 : at + 7 + length]
+        length, kind = int.from_bytes(data[at + 4 : at + 6], "little"), data[at + 6]
+        assert kind in (1, 2, 3, 4), f"{path}: no chunk at byte {at}"  # full, first, middle, last
+        record += data[at + 7 : at + 7 + length]
         at += 7 + length
-    return bytes(records)
+        if kind in (1, 4):  # a record's whole
+            records.append(Record.FromString(bytes(record)))
+            record = bytearray()
+    return records
 
 
-def logged_names(name: str, run_dir: Path, expected: set[str]) -> set[str]:
+def logged_names(name: str, run_dir: Path) -> set[str]:
     """The metric names one logger wrote, read back from its files."""
     if name == "csv":
         return set((run_dir / "csv" / "version_0" / "metrics.csv").read_text().splitlines()[0].split(","))
@@ -48,13 +53,12 @@ def logged_names(name: str, run_dir: Path, expected: set[str]) -> set[str]:
         # has finished (seen under load: none of the keys there yet); a command's exit waits
         # for it, and so does teardown here.
         wandb.teardown()
-        # An offline run keeps its records in one binary file, where each logged key is stored
-        # as plain UTF-8 (W&B has no offline reader in Python).
+        # An offline run keeps its records in one binary file: the metrics in its history records.
         (records,) = run_dir.glob("wandb/offline-run-*/run-*.wandb")
-        data = wandb_records(records)
+        history = [r.history for r in wandb_records(records) if r.WhichOneof("record_type") == "history"]
         media = run_dir.glob("wandb/offline-run-*/files/media")
         assert [p for folder in media for p in folder.rglob("confusion_matrix*.png")]
-        return {key for key in expected if key.encode() in data}
+        return {item.key or item.nested_key[0] for step in history for item in step.item}  # top-level names
     if name == "mlflow":
         from mlflow.tracking import MlflowClient
 
@@ -73,7 +77,7 @@ def test_every_logger_at_once_logs_the_metrics_json_names(
     assert set(cfg.logger) == set(LOGGERS)
     metrics = train(cfg)
     for name in LOGGERS:
-        missing = metrics.keys() - logged_names(name, tmp_path, set(metrics))
+        missing = metrics.keys() - logged_names(name, tmp_path)
         assert not missing, f"{name} did not log {sorted(missing)}"
     # The full resolved config, once, as hyperparameters.
     hparams = (tmp_path / "csv" / "version_0" / "hparams.yaml").read_text()
@@ -146,7 +150,8 @@ def test_multiruns_of_train_and_eval_give_each_job_its_own_wandb_run_grouped(tmp
     # Each job ended its run before the next began, or the second would have continued the first.
     assert runs[0][0].name.rsplit("-", 1)[1] != runs[1][0].name.rsplit("-", 1)[1]
     for (found,) in runs:
-        assert b"grouped" in wandb_records(next(found.glob("run-*.wandb")))  # the W&B group
+        records = wandb_records(next(found.glob("run-*.wandb")))
+        assert {r.run.run_group for r in records if r.WhichOneof("record_type") == "run"} == {"grouped"}
     # eval.py's too, a checkpoint each: its second job logged into the first's W&B run (a probe).
     checkpoints = "ckpt_path=" + ",".join(str(sweep / job / "checkpoints" / "last.ckpt") for job in "01")
     evals = run_script("eval.py", "-m", checkpoints, "logger=wandb", cwd=tmp_path, RUN_NAME="evals")

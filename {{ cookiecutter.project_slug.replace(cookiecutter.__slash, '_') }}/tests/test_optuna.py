@@ -3,7 +3,6 @@ config, a killed search continued by two workers at once, and each bad setting n
 
 import json
 import multiprocessing
-import os
 import re
 import signal
 import socket
@@ -14,7 +13,7 @@ from pathlib import Path
 
 import optuna
 import pytest
-from conftest import ROOT, compose_config, run_script
+from conftest import ROOT, compose_config, run_script, script_env
 
 from {{ cookiecutter.package_name }}.utils.optuna_settings import make, open_storage, search_space
 from {{ cookiecutter.package_name }}.utils.optuna_sweeper import here, tell
@@ -40,7 +39,7 @@ def search(study: str, trials: int, *overrides: str) -> list[str]:
 
 def start(cwd: Path, arguments: list[str], log: Path) -> subprocess.Popen:
     """`python train.py <arguments>` in the background, as another terminal would start it."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "PROJECT_ROOT": str(cwd), "WANDB_MODE": "offline"}
+    env = script_env(cwd)
     with log.open("w") as out:
         command = [sys.executable, str(ROOT / "train.py"), *arguments]
         return subprocess.Popen(command, cwd=cwd, env=env, stdout=out, stderr=out)

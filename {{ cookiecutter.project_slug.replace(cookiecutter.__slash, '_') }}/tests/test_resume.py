@@ -1,6 +1,5 @@
 """Stop anywhere, resume exactly: a run stopped at any phase, then resumed, ends as one never stopped."""
 
-import os
 import shlex
 import shutil
 import signal
@@ -11,7 +10,18 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import NOISE, QUICK, ROOT, assert_same_run, logged_rows, metrics, run_dirs, run_script, stop_at
+from conftest import (
+    NOISE,
+    QUICK,
+    ROOT,
+    assert_same_run,
+    logged_rows,
+    metrics,
+    run_dirs,
+    run_script,
+    script_env,
+    stop_at,
+)
 
 from {{ cookiecutter.package_name }}.utils.runs import EXIT_CODE
 
@@ -261,8 +271,12 @@ def test_a_kill_keeps_the_best_validation_accuracy(when: str, tmp_path: Path) ->
     overrides = [*QUICK, "trainer.max_epochs=4", lr, "model.scheduler=null"]
     reference = run_script("train.py", *overrides, cwd=tmp_path / "a")
     assert reference.returncode == 0, reference.stderr[-3000:]
-    best = metrics(run_dirs(tmp_path / "a" / "logs")[0])
+    (reference_run,) = run_dirs(tmp_path / "a" / "logs")
+    best = metrics(reference_run)
     assert best["val/acc_best"] > best["val/acc"], "the last epoch should not be the best here"
+    rows = [row for row in logged_rows(reference_run) if row["val/acc"]]  # each epoch: the best so far
+    so_far = [max(float(row["val/acc"]) for row in rows[: epoch + 1]) for epoch in range(len(rows))]
+    assert [float(row["val/acc_best"]) for row in rows] == pytest.approx(so_far) and len(rows) == 4
     last = {"hook": "on_train_epoch_start", "step": 12}  # 3 epochs of 4 steps (QUICK)
     kill = stop_at(signal="SIGKILL", **({"hook": "on_train_end"} if when.startswith("after") else last))
     killed = run_script("train.py", *overrides, *kill, cwd=tmp_path / "b")
@@ -275,8 +289,7 @@ def test_a_kill_keeps_the_best_validation_accuracy(when: str, tmp_path: Path) ->
 
 @pytest.mark.slow
 def test_a_second_ctrl_c_stops_at_once(tmp_path: Path) -> None:
-    path = os.pathsep.join([str(ROOT / "src"), str(ROOT / "tests"), os.environ.get("PYTHONPATH", "")])
-    env = {**os.environ, "PYTHONPATH": path, "PROJECT_ROOT": str(tmp_path)}
+    env = script_env(tmp_path)
     stall = ["+callbacks.stall._target_=signal_helpers.Stall", "+callbacks.stall.dirpath=${paths.output_dir}"]
     command = [sys.executable, ROOT / "train.py", *QUICK, *stall]
     process = subprocess.Popen(
@@ -287,6 +300,7 @@ def test_a_second_ctrl_c_stops_at_once(tmp_path: Path) -> None:
         time.sleep(0.2)
     process.send_signal(signal.SIGINT)  # noted: the run would stop after this step
     time.sleep(1)
+    assert process.poll() is None  # still in its step
     process.send_signal(signal.SIGINT)  # stop now
     started = time.monotonic()
     assert process.wait(timeout=120) not in (0, EXIT_CODE)

@@ -23,6 +23,7 @@ from conftest import (
     metrics,
     run_dirs,
     run_script,
+    script_env,
     stop_at,
 )
 
@@ -287,7 +288,7 @@ def test_a_non_finite_loss_stops_training_naming_the_step(tmp_path: Path) -> Non
 
 
 def test_stop_signal_before_any_training_is_resumable_and_not_a_success(tmp_path: Path) -> None:
-    env = {**os.environ, "PYTHONPATH": f"{ROOT / 'src'}:{ROOT / 'tests'}", "PROJECT_ROOT": str(tmp_path)}
+    env = script_env(tmp_path)
     process = subprocess.Popen(
         [sys.executable, ROOT / "train.py", *QUICK],
         cwd=tmp_path,

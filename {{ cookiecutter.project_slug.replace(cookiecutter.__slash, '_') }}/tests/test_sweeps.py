@@ -14,14 +14,12 @@ from typing import Any
 
 import pytest
 import yaml
-from conftest import ROOT, compose_config, run_script
+from conftest import METRIC_KEYS, ROOT, as_command, compose_config, run_script
 from wandb.sdk.launch.sweeps import utils as sweep_utils
 
+from {{ cookiecutter.package_name }}.utils.config import check_types
+
 SWEEPS = sorted((ROOT / "sweeps").glob("*.yaml"))
-# Metrics the project logs, by the names in metrics.json.
-LOGGED = {f"{stage}/{name}" for stage in ("train", "val", "test") for name in ("loss", "acc", "f1")} | {
-    "val/acc_best"
-}
 DISTRIBUTIONS = {"uniform", "int_uniform", "log_uniform_values", "categorical", "constant"}
 
 
@@ -87,10 +85,12 @@ def agent_command(config: dict[str, Any], values: dict[str, Any]) -> list[str]:
 def test_sweep_file_is_valid_and_its_parameters_are_config_keys(path: Path, tmp_path: Path) -> None:
     config = sweep(path)
     assert not problems(config)
-    assert config["metric"]["name"] in LOGGED
+    assert config["metric"]["name"] in METRIC_KEYS
     assert (ROOT / config["program"]).is_file()
     overrides = agent_command(config, sample(config["parameters"], random.Random(0)))[2:]
-    compose_config("train", tmp_path, overrides)  # every key exists and every value fits
+    cfg = compose_config("train", tmp_path, overrides)  # every key exists
+    with as_command("train", overrides):
+        check_types(cfg, overrides)  # and every value fits
 
 
 {%- if cookiecutter.__optuna == 'True' %}

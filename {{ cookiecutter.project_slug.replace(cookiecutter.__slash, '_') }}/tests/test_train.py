@@ -1,15 +1,18 @@
 """Training learns, leaves the run directory the README promises, and keeps the console short."""
 
 import csv
-import gc
 import json
 import os
 import re
+import subprocess
+import sys
+import textwrap
 import warnings
 from pathlib import Path
 
 import pytest
 from conftest import (
+    METRIC_KEYS,
     NOISE,
     QUICK,
     ROOT,
@@ -18,18 +21,15 @@ from conftest import (
     metrics,
     run_dirs,
     run_script,
+    script_env,
     trainer_stop_at,
 )
 from omegaconf import OmegaConf
-
-METRIC_KEYS = {f"{stage}/{name}" for stage in ("train", "val", "test") for name in ("loss", "acc", "f1")}
-METRIC_KEYS.add("val/acc_best")
 
 
 def test_short_training_learns(trained_run: tuple[Path, dict[str, float]]) -> None:
     _, result = trained_run
     assert result["test/acc"] > 0.85  # chance is {{ '0.1' if cookiecutter.example == 'digits' else '0.25' }}
-    assert result["val/acc_best"] >= result["val/acc"] - 1e-6
 
 
 def test_run_directory_holds_checkpoints_metrics_and_pictures(
@@ -71,7 +71,8 @@ def test_a_command_line_run_is_quiet_and_its_directory_says_how_to_reproduce_it(
     assert "max_epochs: 3\n" in (run / "config.yaml").read_text()  # the full resolved config
     info = json.loads((run / ".hydra" / "run_info.json").read_text())
     assert info["command"][1:] == [str(ROOT / "train.py"), *overrides]
-    assert "git" in info and info["machine"] and info["python"]
+    repository = subprocess.run(["git", "-C", ROOT, "rev-parse"], capture_output=True).returncode == 0
+    assert (info["git"] is not None) == repository and info["machine"] and info["python"]
     assert {"torch", "lightning", "hydra-core"} <= {name.lower() for name in info["packages"]}
 
 
@@ -109,13 +110,22 @@ def test_a_run_without_logger_leaves_out_what_needs_one(
     assert caplog.text.count("No logger: the learning rate monitor is left out.") == 1
 
 
-def test_python_s_collector_is_on_again_once_the_libraries_have_loaded() -> None:
-    """Off while torch and Lightning load (8 full collections of their objects: 1-2 s of each start)."""
-    from {{ cookiecutter.package_name }}.utils import config
-
-    gc.disable()
-    config.quiet_console(OmegaConf.create({"logger": None, "extras": {"float32_matmul_precision": "high"}}))
-    assert gc.isenabled() and gc.get_freeze_count() > 0
+def test_python_s_collector_is_off_while_the_libraries_load_and_on_again_after() -> None:
+    """Off while torch and Lightning load (8 full collections of their objects: 1-2 s of each start);
+    then on, with what has loaded frozen (never scanned again). In a process of its own, as a run's."""
+    code = textwrap.dedent("""
+        import gc
+        from omegaconf import OmegaConf
+        from {{ cookiecutter.package_name }}.utils import config
+        runs = []
+        gc.callbacks.append(lambda phase, info: phase == "start" and runs.append(info["generation"]))
+        cfg = {"logger": None, "extras": {"float32_matmul_precision": "high"}}
+        config.quiet_console(OmegaConf.create(cfg))
+        print(runs, gc.isenabled(), gc.get_freeze_count() > 0)
+    """)
+    env = script_env(ROOT)
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert result.stdout.split() == ["[]", "True", "True"], result.stdout + result.stderr
 
 
 def test_callbacks_given_to_the_trainer_run_too(tmp_path: Path) -> None:
