@@ -90,6 +90,16 @@ def as_command(name: str, overrides: Sequence[str] = ()) -> Iterator[None]:
             HydraConfig.instance().cfg = None
 
 
+def type_checked(run_dir: Path, overrides: Sequence[str]) -> DictConfig:
+    """The train config of `overrides`, through the type check train.py makes of them (ConfigError)."""
+    from {{ cookiecutter.package_name }}.utils.config import check_types
+
+    cfg = compose_config("train", run_dir, overrides)
+    with as_command("train", overrides):
+        check_types(cfg, overrides)
+    return cfg
+
+
 def run_script(
     script: str, *overrides: str, cwd: Path, timeout: float = 300, launcher: Sequence[str] = (), **env: str
 ) -> subprocess.CompletedProcess[str]:

@@ -9,11 +9,11 @@ from pathlib import Path
 import hydra
 import pytest
 from conftest import (
-    as_command,
     best_checkpoint,
     compose_config,
     run_dirs,
     run_script,
+    type_checked,
     write_image_folder,
     write_table,
 )
@@ -203,8 +203,6 @@ def test_the_type_check_takes_every_type_each_target_takes(tmp_path: Path) -> No
     value of each type its annotation allows passes (null too), but trainer.max_epochs=null: no schedule."""
     from collections.abc import Sequence
 
-    from {{ cookiecutter.package_name }}.utils.config import check_types
-
     examples = {int: 2, float: 0.5, bool: True, str: "auto", list[int]: [0, 1], Sequence[int]: [8, 8]}
     examples[type(None)] = None
     cfg, tried = compose_config("train", tmp_path, ["debug=limit", "logger=csv"]), {}
@@ -236,19 +234,12 @@ def test_the_type_check_takes_every_type_each_target_takes(tmp_path: Path) -> No
             "logger=csv",
             *(f"{k}={values[round]}" for k, values in tried.items() if round < len(values)),
         ]
-        cfg = compose_config("train", tmp_path, overrides)
-        with as_command("train", overrides):
-            check_types(cfg, overrides)
+        type_checked(tmp_path, overrides)
 
 
 def test_values_of_the_right_type_pass(tmp_path: Path) -> None:
-    from {{ cookiecutter.package_name }}.utils.config import check_types
-
     # An int for a float (lr), null for any value (no seed), and one of Lightning's several types.
-    overrides = ["model.optimizer.lr=1", "seed=null", "trainer.devices=2"]
-    cfg = compose_config("train", tmp_path, overrides)
-    with as_command("train", overrides):
-        check_types(cfg, overrides)
+    type_checked(tmp_path, ["model.optimizer.lr=1", "seed=null", "trainer.devices=2"])
 
 
 def test_unknown_group_option_lists_the_available_ones(tmp_path: Path) -> None:

@@ -14,10 +14,8 @@ from typing import Any
 
 import pytest
 import yaml
-from conftest import METRIC_KEYS, ROOT, as_command, compose_config, run_script
+from conftest import METRIC_KEYS, ROOT, run_script, type_checked
 from wandb.sdk.launch.sweeps import utils as sweep_utils
-
-from {{ cookiecutter.package_name }}.utils.config import check_types
 
 SWEEPS = sorted((ROOT / "sweeps").glob("*.yaml"))
 DISTRIBUTIONS = {"uniform", "int_uniform", "log_uniform_values", "categorical", "constant"}
@@ -88,9 +86,7 @@ def test_sweep_file_is_valid_and_its_parameters_are_config_keys(path: Path, tmp_
     assert config["metric"]["name"] in METRIC_KEYS
     assert (ROOT / config["program"]).is_file()
     overrides = agent_command(config, sample(config["parameters"], random.Random(0)))[2:]
-    cfg = compose_config("train", tmp_path, overrides)  # every key exists
-    with as_command("train", overrides):
-        check_types(cfg, overrides)  # and every value fits
+    type_checked(tmp_path, overrides)  # every key exists and every value fits
 
 
 {%- if cookiecutter.__optuna == 'True' %}
