@@ -21,7 +21,7 @@ demo: setup  ## generate a project with the default answers into build/ and trai
 	cd build/my-project && ../../$(PY) train.py
 
 test: setup lint  ## every test: the template's, and each baked project's own suite (full matrix)
-	$(PY) -m pytest -n 2 --durations=20
+	$(PY) -m pytest -n 2 --maxschedchunk 1 --durations=20
 
 test-fast: setup lint  ## the same with the first answer set only (the default's suite, slow tests too)
 	$(PY) -m pytest --fast

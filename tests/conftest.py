@@ -72,14 +72,25 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         metafunc.parametrize("answers", sets, ids=[answer_id(a) for a in sets], scope="module")
 
 
-# The longest tests, longest first: on two workers (make test), the rest shares out beside them. xdist
-# deals the first tests out in turn: the first and third, each a suite on two workers, go to one worker,
-# one after the other (side by side, 4 processes on 2 cores took 8 % longer); the cluster's to the other.
-LONGEST = (
-    "test_default_project_passes_its_whole_suite",
-    "test_slurm_project_runs_its_jobs_on_a_real_cluster",
-    "test_minimal_project_passes_its_slow_tests",
-)
+def first_with_suite(example: str) -> dict:
+    """The first answer set of `example` that runs its own suite."""
+    return next(a for a in answer_sets() if a["example"] == example and runs_own_suite(a))
+
+
+# The longest tests first. `make test` runs two workers with `--maxschedchunk 1`: xdist hands each worker
+# two tests at the start (the first two to one, the next two to the other) and then one at a time to
+# whichever is free. So the cluster's and the minimal fast suite run on one worker while the default's
+# and the minimal slow suite, each on two workers of its own, run one after the other on the other (side
+# by side, 4 processes on 2 cores took 8 % longer); the short tests fill in. xdist's default chunks (an
+# eighth of the tests each) queued the three long ones behind each other on one worker, and with them
+# short ones the other had to wait for at the end (measured).
+def longest() -> tuple[str, ...]:
+    return (
+        "test_slurm_project_runs_its_jobs_on_a_real_cluster",
+        f"test_own_test_suite_passes[{answer_id(first_with_suite('minimal'))}]",
+        "test_default_project_passes_its_whole_suite",
+        "test_minimal_project_passes_its_slow_tests",
+    )
 
 
 # Tests that bake answer sets of their own, not the first: `--fast` skips them.
@@ -90,7 +101,8 @@ OTHER_SETS = (
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    items.sort(key=lambda item: LONGEST.index(item.name) if item.name in LONGEST else len(LONGEST))
+    first = longest()
+    items.sort(key=lambda item: first.index(item.name) if item.name in first else len(first))
     if config.getoption("--fast"):
         for item in items:
             if item.name in OTHER_SETS:
