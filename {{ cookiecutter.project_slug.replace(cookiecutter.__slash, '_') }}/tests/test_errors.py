@@ -191,7 +191,7 @@ def test_lightning_s_values_of_several_types_pass_the_type_check(tmp_path: Path)
     overrides = ["trainer.devices=auto", "trainer.deterministic=warn", "debug=fdr", "logger=[]"]
     result = run_script("train.py", *overrides, cwd=tmp_path)  # refused as not integers, not true or false
     assert result.returncode == 0, result.stderr[-3000:]
-    listed = run_script("train.py", "trainer.devices=[0]", "debug=fdr", "logger=[]", cwd=tmp_path)
+    listed = run_script("train.py", "trainer=cpu", "trainer.devices=[0]", *overrides[2:], cwd=tmp_path)
     assert "expected an integer" not in listed.stderr  # on a GPU a list picks devices; on the CPU, Lightning:
     assert "`devices` selected with `CPUAccelerator` should be an int > 0" in listed.stderr
 

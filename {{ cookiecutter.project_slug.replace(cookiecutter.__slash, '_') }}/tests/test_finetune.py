@@ -81,7 +81,7 @@ def test_a_new_output_layer_starts_at_zero_on_the_checkpoint_s_backbone(
 
     from {{ cookiecutter.package_name }}.train import load_matching_weights
 
-    saved = torch.load(checkpoint := best_checkpoint(trained_run[0]), weights_only=True)
+    saved = torch.load(checkpoint := best_checkpoint(trained_run[0]), map_location="cpu", weights_only=True)
     hparams = saved["hyper_parameters"]
     n = hparams["num_classes"] + 1  # another head
     net = instantiate(hparams["net"], input_shape=hparams["input_shape"], num_classes=n, _convert_="all")

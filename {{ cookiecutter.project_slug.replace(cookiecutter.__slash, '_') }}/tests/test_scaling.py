@@ -54,6 +54,10 @@ def test_trainer_and_strategy_compose_into_a_trainer(trainer: str, strategy: str
         with pytest.raises(Exception, match=r"pip install -U deepspeed"):
             hydra.utils.instantiate(cfg.trainer, logger=False, callbacks=[])
         pytest.skip("deepspeed is not installed: its missing-package error checked only")
+    if strategy == "fsdp" and trainer == "cpu":  # on any machine, a GPU's too: Lightning's own refusal
+        with pytest.raises(Exception, match="requires a GPU accelerator, but received `accelerator='cpu'`"):
+            hydra.utils.instantiate(cfg.trainer, logger=False, callbacks=[])
+        return
     reason = missing_hardware(cfg.trainer.accelerator, strategy)
     if reason:
         pytest.skip(f"{reason}: composed and its Trainer arguments checked only")

@@ -63,8 +63,8 @@ def quiet_console(cfg: DictConfig) -> None:
     warnings.filterwarnings("ignore", message="The `srun` command is available")  # SLURM here, not a job
     warnings.filterwarnings("ignore", message="Checkpoint directory .* not empty|The dirpath has")  # resumes
     warnings.filterwarnings("ignore", message="The provided params to be frozen")  # fine-tuning, train_bn
-    warnings.filterwarnings("ignore", message="The number of training batches")  # epoch metrics log anyway
-    warnings.filterwarnings("ignore", message="The '.*' does not have many workers")  # 0: our default
+    # Advice on choices made: few batches (epoch metrics log anyway), 0 workers (ours), trainer=cpu on a GPU.
+    warnings.filterwarnings("ignore", "The number of training|The '.*' does not have many|GPU available")
 {%- if cookiecutter.__wandb == 'True' %}
     if "wandb" in (cfg.get("logger") or {}):  # W&B warns of Lightning's `anonymous` unless set up first
         __import__("wandb").setup()  # silently: WANDB_SILENT, in configs/hydra/default.yaml
