@@ -94,3 +94,4 @@ def test_the_eval_command_writes_its_own_run(
     assert not [word for word in NOISE if word in result.stdout + result.stderr], result.stderr
     (eval_run,) = run_dirs(tmp_path / "logs" / "eval")
     assert metrics(eval_run)["test/acc"] == pytest.approx(trained["test/acc"], abs=1e-6)
+    assert f"test/acc {trained['test/acc']:.4f}" in result.stdout and f": {eval_run}\n" in result.stdout

@@ -51,5 +51,5 @@ def evaluate(cfg: DictConfig) -> dict[str, float]:
     metrics = {key: float(value) for key, value in sorted(results.items())}
     if trainer.is_global_zero:
         runs.write_json(Path(cfg.paths.output_dir) / "metrics.json", metrics)
-        log.info("  ".join(f"{k} {v:.4f}" for k, v in metrics.items()))
+        log.info(f"{'  '.join(f'{k} {v:.4f}' for k, v in metrics.items())}: {cfg.paths.output_dir}")
     return metrics

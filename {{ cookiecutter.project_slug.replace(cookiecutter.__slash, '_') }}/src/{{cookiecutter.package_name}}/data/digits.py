@@ -18,8 +18,7 @@ class DigitsDataModule(ImageFolderDataModule):
         if self.root.is_dir():
             return
         self.root.parent.mkdir(parents=True, exist_ok=True)
-        # Written beside, then renamed: a run stopped halfway, or a second rank, finds all or nothing.
-        partial = Path(tempfile.mkdtemp(prefix=".digits-", dir=self.root.parent))
+        partial = Path(tempfile.mkdtemp(prefix=".digits-", dir=self.root.parent))  # renamed when whole
         for number, (pixels, label) in enumerate(zip(*load_digits(return_X_y=True), strict=True)):
             (partial / str(label)).mkdir(exist_ok=True)
             ink = np.round(pixels.reshape(8, 8) * (255 / 16)).astype(np.uint8)  # values 0-16 as 0-255

@@ -149,7 +149,8 @@ def resume_overrides(run: Path, given: list[str]) -> list[str]:
         raise ConfigError(
             f"resume={run} continues that run with its own config ({' '.join(saved) or 'no overrides'}); "
             f"these would change it: {' '.join(refused)}. A resume may change trainer.max_epochs or "
-            "max_steps, devices, strategy, hydra settings, data.root/path (moved data); else start a new run."
+            "max_steps, the hardware (accelerator, devices, num_nodes), strategy, extras, hydra settings, "
+            "task_name, the data's place (data.root, data.path, paths.data_dir); else start a new run."
         )
     return [o for o in saved if key(o) not in {key(n) for n in new}] + new
 
