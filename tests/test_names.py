@@ -38,6 +38,17 @@ def test_slug_and_package_derive_from_the_name(name: str, slug: str, package: st
     assert f"# {name}" in (project / "README.md").read_text()
 
 
+@pytest.mark.parametrize("example", ["digits", "minimal"])
+def test_a_long_name_s_project_passes_its_own_lint(example: str, tmp_path: Path) -> None:
+    """The package name stands in imports, paths and messages: at 41 characters, every line still fits
+    ruff's 110 columns (at 32, `make lint` and the generated CI's lint job failed on a fresh bake)."""
+    every = {"example": example, "hparam_search": "both", "slurm": True, "docker": True}
+    project = bake(tmp_path, project_name="Handwritten Digit Recognition Experiments", **every)
+    for command in (["ruff", "check", "."], ["ruff", "format", "--check", "."]):
+        result = run(*command, cwd=project)
+        assert result.returncode == 0, result.stdout + result.stderr
+
+
 def test_slug_and_package_can_be_overridden(tmp_path: Path) -> None:
     project = bake(tmp_path, project_name="Anything", project_slug="vision-lab", package_name="vlab")
     assert project.name == "vision-lab"

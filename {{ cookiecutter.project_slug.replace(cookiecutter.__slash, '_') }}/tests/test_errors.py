@@ -151,7 +151,7 @@ def test_every_entry_point_names_data_its_checkpoint_cannot_use(
 {%- if cookiecutter.example == 'digits' %}
         ("model/net=mlp", "model.net {'_target_': '<net>'"),
 {%- else %}
-        ("model.net.hidden=[8]", "not {'_target_': '{{ cookiecutter.package_name }}.models.nets.mlp.MLP', 'hidden': [8]"),
+        ("model.net.hidden=[8]", "not {'_target_': '<net>', 'hidden': [8]"),
 {%- endif %}
         ("model.optimizer._target_=torch.optim.SGD", "not {'_target_': 'torch.optim.SGD', 'lr': <lr>"),
         # and another learning rate was silently the checkpoint's (its config.yaml said otherwise).

@@ -7,7 +7,8 @@ from conftest import ROOT, compose_config
 
 from {{ cookiecutter.package_name }}.train import train
 
-LOGGERS = sorted(p.stem for p in (ROOT / "src" / "{{ cookiecutter.package_name }}" / "configs" / "logger").glob("*.yaml"))
+CONFIGS = ROOT / "src" / "{{ cookiecutter.package_name }}" / "configs"
+LOGGERS = sorted(p.stem for p in (CONFIGS / "logger").glob("*.yaml"))
 SHORT = ["debug=limit", "trainer.max_epochs=1"]
 
 

@@ -255,7 +255,7 @@ def test_ddp_run_with_one_rank_signalled_stops_every_rank_and_resumes_to_the_sam
     shutil.copytree(run, tmp_path / "copy")
     alone = run_script("train.py", f"resume={tmp_path / 'copy'}", "trainer.devices=1", cwd=tmp_path / "b")
     assert alone.returncode == 0, alone.stderr[-3000:]
-    assert "Saved mid-epoch on 2 devices: the epoch's rest repeats or skips" in alone.stdout + alone.stderr
+    assert "Saved mid-epoch on 2 devices: its rest repeats or skips" in alone.stdout + alone.stderr
     resumed = run_script("train.py", f"resume={run}", cwd=tmp_path / "b", timeout=600)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert_same_run(run, run_dirs(tmp_path / "a" / "logs")[0])

@@ -27,7 +27,13 @@ from conftest import (
     stop_at,
 )
 
-from {{ cookiecutter.package_name }}.utils.runs import EXIT_CODE, MAY_CHANGE, ConfigError, resume_overrides, run_id
+from {{ cookiecutter.package_name }}.utils.runs import (
+    EXIT_CODE,
+    MAY_CHANGE,
+    ConfigError,
+    resume_overrides,
+    run_id,
+)
 
 STOP_AT_STEP_2 = stop_at("on_train_batch_end", step=2)
 
@@ -160,10 +166,10 @@ def test_a_resume_may_change_the_hardware_the_length_and_the_data_s_place_only(t
     assert resume_overrides(tmp_path, added) == ["seed=3", "trainer.max_epochs=3", *forced]
     refused = ("seed=4", "trainer.gradient_clip_val=1.0", "trainer.precision=16-mixed", "data=csv")
     for changed in (*refused, "data.num_workers=2"):  # mid-epoch, a loader resumes on as many workers only
-        with pytest.raises(ConfigError, match=re.escape(f"these would change it: {changed}.")) as refused:
+        with pytest.raises(ConfigError, match=re.escape(f"these would change it: {changed}.")) as refusal:
             resume_overrides(tmp_path, ["trainer.devices=2", changed])
     # The refusal names all a resume may change (it left out extras, task_name and paths.data_dir: a probe).
-    assert all(key.split(".")[-1].strip("_") in str(refused.value) for key in MAY_CHANGE), MAY_CHANGE
+    assert all(key.split(".")[-1].strip("_") in str(refusal.value) for key in MAY_CHANGE), MAY_CHANGE
 
 
 def test_a_run_keeps_its_w_b_id_when_it_moves(tmp_path: Path) -> None:

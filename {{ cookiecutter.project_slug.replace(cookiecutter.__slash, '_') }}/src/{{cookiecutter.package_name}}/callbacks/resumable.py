@@ -15,7 +15,7 @@ from lightning.pytorch.callbacks import Checkpoint
 from omegaconf import OmegaConf
 from torchmetrics import Metric
 
-from {{ cookiecutter.package_name }}.utils.runs import Stopped, TrainingError, catch_signals, log, received
+from {{ cookiecutter.package_name }}.utils import runs
 
 
 class Resumable(Checkpoint):
@@ -29,22 +29,22 @@ class Resumable(Checkpoint):
 
     def stop_here(self, trainer: L.Trainer, *hook_args: Any, save: bool = False, late: bool = False) -> None:
         if not save:  # a stage's start, a test batch: Lightning put its own SIGTERM handler in place
-            catch_signals()
-        stop = len(received)
+            runs.catch_signals()
+        stop = len(runs.received)
         if self.group is not None:  # all stop if one rank was signalled
             dist.all_reduce(stop := torch.tensor(stop), op=dist.ReduceOp.MAX, group=self.group)
         if not stop:
             return
         if save:
             trainer.save_checkpoint(self.path, weights_only=False)
-        if trainer.is_global_zero and "SIGUSR1" in received and "SLURM_JOB_ID" in os.environ:
+        if trainer.is_global_zero and "SIGUSR1" in runs.received and "SLURM_JOB_ID" in os.environ:
             job = os.environ["SLURM_JOB_ID"]  # its own id: the array's would requeue every job of it
             done = subprocess.run(["scontrol", "requeue", job], capture_output=True, text=True)
-            log.warning(f"scontrol requeue {job}: {done.stderr.strip() or 'the job will continue'}.")
+            runs.log.warning(f"scontrol requeue {job}: {done.stderr.strip() or 'the job will continue'}.")
         if late:  # an epoch's end: Lightning logs the epoch's training metrics after this hook, then stops
             trainer._signal_connector.received_sigterm = True  # on its own flag (SIGTERMException: train.py)
             return
-        raise Stopped(self.path.parent.parent, trainer.global_step)
+        raise runs.Stopped(self.path.parent.parent, trainer.global_step)
 
     def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
         if trainer.world_size > 1 and self.group is None:
@@ -79,7 +79,7 @@ class Resumable(Checkpoint):
     def on_train_batch_end(self, trainer: L.Trainer, pl_module: Any, outputs: Any, *args: Any) -> None:
         loss = outputs["loss"] if isinstance(outputs, dict) else outputs
         if isinstance(loss, torch.Tensor) and not loss.isfinite():
-            raise TrainingError(
+            raise runs.TrainingError(
                 f"The training loss is {loss.item()} at step {trainer.global_step - 1}; no checkpoint holds "
                 "its weights. Common causes: model.optimizer.lr too high, non-finite data, 16-mixed overflow."
             )
@@ -126,4 +126,4 @@ class Resumable(Checkpoint):
                 for state, value in states.items():
                     setattr(pl_module.get_submodule(name), state, value)
         elif any(sums):  # mid-epoch on another number of devices: the ranks' places in it do not map
-            log.warning(f"Saved mid-epoch on {len(sums)} devices: the epoch's rest repeats or skips samples.")
+            runs.log.warning(f"Saved mid-epoch on {len(sums)} devices: its rest repeats or skips samples.")
