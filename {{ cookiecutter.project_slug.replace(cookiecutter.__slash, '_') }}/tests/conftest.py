@@ -22,6 +22,7 @@ import {{ cookiecutter.package_name }}.utils.runs  # noqa: F401  (the configs' r
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG_MODULE = "{{ cookiecutter.package_name }}.configs"
+CONFIGS = ROOT / "src" / "{{ cookiecutter.package_name }}" / "configs"
 # Known noise of the libraries underneath, which a run must not print (stopped and resumed too);
 # "-packages/": any library's warning (Lightning's print the file that warns, not the category).
 NOISE = ("litlogger", "anonymous setting", "LeafSpec", "srun", "set_vital", "Traceback", "Warning")

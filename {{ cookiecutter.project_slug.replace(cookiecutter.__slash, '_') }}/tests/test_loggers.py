@@ -3,11 +3,10 @@
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, compose_config
+from conftest import CONFIGS, compose_config
 
 from {{ cookiecutter.package_name }}.train import train
 
-CONFIGS = ROOT / "src" / "{{ cookiecutter.package_name }}" / "configs"
 LOGGERS = sorted(p.stem for p in (CONFIGS / "logger").glob("*.yaml"))
 SHORT = ["debug=limit", "trainer.max_epochs=1"]
 

@@ -10,9 +10,9 @@ import numpy as np
 import onnxruntime
 import pytest
 from conftest import (
+    CONFIGS,
     NOISE,
     QUICK,
-    ROOT,
     assert_same_run,
     best_checkpoint,
     metrics,
@@ -26,7 +26,6 @@ from conftest import (
 from {{ cookiecutter.package_name }}.utils.runs import EXIT_CODE
 
 EPOCHS = ("trainer.max_epochs=8", "data.batch_size=16", "logger=csv")
-CONFIGS = ROOT / "src" / "{{ cookiecutter.package_name }}" / "configs"
 
 
 def trained(tmp_path: Path, *data: str) -> Path:

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import ROOT, assert_same_run, compose_config, free_port, run_script
+from conftest import CONFIG_MODULE, ROOT, assert_same_run, compose_config, free_port, run_script
 from slurm_cluster import ENDED, Cluster, started_cluster, unavailable
 
 SBATCH = ROOT / "scripts" / "slurm" / "train.sbatch"
@@ -51,10 +51,7 @@ def test_sbatch_script_is_valid_bash_and_runs_train_py() -> None:
 def test_slurm_launcher_has_the_cluster_settings(tmp_path: Path) -> None:
     from hydra import compose, initialize_config_module
 
-    with initialize_config_module(
-        config_module="{{ cookiecutter.package_name }}.configs",
-        version_base="1.3",
-    ):
+    with initialize_config_module(config_module=CONFIG_MODULE, version_base="1.3"):
         cfg = compose("train", overrides=["hydra/launcher=slurm"], return_hydra_config=True)
     launcher = cfg.hydra.launcher
     assert launcher._target_.endswith("SlurmLauncher")
@@ -70,10 +67,7 @@ def test_slurm_launcher_has_the_cluster_settings(tmp_path: Path) -> None:
         assert key in launcher
     assert compose_config("train", tmp_path).trainer.num_nodes == 1
     # The jobs' allocation follows the trainer: one task per device, on every node.
-    with initialize_config_module(
-        config_module="{{ cookiecutter.package_name }}.configs",
-        version_base="1.3",
-    ):
+    with initialize_config_module(config_module=CONFIG_MODULE, version_base="1.3"):
         overrides = ["hydra/launcher=slurm", "trainer.devices=4", "trainer.num_nodes=2"]
         launcher = compose("train", overrides=overrides, return_hydra_config=True).hydra.launcher
     assert (launcher.tasks_per_node, launcher.nodes, launcher.gpus_per_node) == (4, 2, None)

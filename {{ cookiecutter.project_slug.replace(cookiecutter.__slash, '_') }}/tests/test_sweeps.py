@@ -94,10 +94,11 @@ def test_sweep_file_is_valid_and_its_parameters_are_config_keys(path: Path, tmp_
 
 def optuna_search() -> tuple[dict[str, Any], dict[str, Any]]:
     """The Optuna search's sweeper settings, and what its space varies, as Optuna distributions."""
+    from conftest import CONFIGS
+
     from {{ cookiecutter.package_name }}.utils.optuna_settings import search_space
 
-    configs = ROOT / "src" / "{{ cookiecutter.package_name }}" / "configs"
-    config = yaml.safe_load((configs / "hparams_search" / "optuna.yaml").read_text())
+    config = yaml.safe_load((CONFIGS / "hparams_search" / "optuna.yaml").read_text())
     sweeper = {**config["hydra"]["sweeper"], "optimized_metric": config["optimized_metric"]}
     space = search_space([f"{key}={value}" for key, value in sweeper["params"].items()])[0]
     return sweeper, {key: d for key, d in space.items() if len(getattr(d, "choices", "ab")) > 1}
