@@ -1,6 +1,7 @@
 """k-fold cross-validation: one run per fold, and the cross-validated result in the multirun's summary."""
 
 import json
+import shlex
 from pathlib import Path
 
 import pytest
@@ -50,21 +51,16 @@ def test_a_multirun_run_again_in_its_directory_continues_it_and_refuses_other_va
 
 @pytest.mark.slow
 def test_a_multirun_stopped_in_a_job_says_how_to_continue_all_of_it(tmp_path: Path) -> None:
-    # Not `resume=<that job>`: it would finish that job alone, never run the others nor write the summary.
-    sweep = tmp_path / "sweep"
-    command = [
-        "-m",
-        "model.optimizer.lr=0.001,0.002",
-        "debug=limit",
-        "logger=csv",
-        f"hydra.sweep.dir={sweep}",
-    ]
-    command += stop_at("on_train_batch_end", step=1, dirpath=tmp_path)  # once: the first job
-    stopped = run_script("train.py", *command, cwd=tmp_path)
+    # Not `resume=<that job>`: it would finish that job alone, never run the others nor write the summary;
+    # nor a placeholder for the overrides: a user who left them out ran job 0 alone, and nothing said so.
+    sweep = tmp_path / "a sweep"  # a path to quote
+    swept = ["model.optimizer.lr=0.001,0.002", "debug=limit", "logger=csv"]
+    swept += stop_at("on_train_batch_end", step=1, dirpath=tmp_path)  # once: the first job
+    stopped = run_script("train.py", "-m", *swept, f"hydra.sweep.dir='{sweep}'", cwd=tmp_path)
     assert stopped.returncode == EXIT_CODE, stopped.stderr[-3000:]
-    hint = f"Continue: python train.py -m SAME_OVERRIDES 'hydra.sweep.dir=\"{sweep}\"'"
-    assert hint in stopped.stdout + stopped.stderr
+    said = shlex.split((stopped.stdout + stopped.stderr).split("Continue: ")[-1].splitlines()[0])
+    assert said == ["python", "train.py", "hydra.mode=MULTIRUN", *swept, f'hydra.sweep.dir="{sweep}"']
     assert not (sweep / "1").exists()
-    again = run_script("train.py", *command, cwd=tmp_path)
+    again = run_script(*said[1:], cwd=tmp_path)  # the command printed, as pasted
     assert again.returncode == 0, again.stderr[-3000:]
     assert len(json.loads((sweep / "summary.json").read_text())["jobs"]) == 2

@@ -4,6 +4,7 @@ config, a killed search continued by two workers at once, and each bad setting n
 import json
 import multiprocessing
 import re
+import shlex
 import signal
 import socket
 import subprocess
@@ -120,9 +121,11 @@ def test_stopped_search_is_continued_by_the_same_command(tmp_path: Path) -> None
     stopped.send_signal(signal.SIGTERM)  # a stop signal: the trial stops at its next safe point
     assert stopped.wait(timeout=120) == EXIT_CODE, log.read_text()[-3000:]
     assert "Search stopped: the same command continues the study" in log.read_text().splitlines()[-1]
+    said = shlex.split(log.read_text().split("Continue: ")[-1].splitlines()[0])  # the trial's: the same
+    assert sorted(said[2:]) == sorted([*arguments[1:], f'hydra.sweep.dir="{sweep_dir(tmp_path, "stop")}"'])
     failed = [t.number for t in load(tmp_path, "stop").trials if t.state.name == "FAIL"]
     assert failed and not (sweep_dir(tmp_path, "stop") / str(failed[0]) / "metrics.json").exists()
-    result = run_script("train.py", *arguments, cwd=tmp_path)
+    result = run_script(*said[1:], cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
     states = [t.state.name for t in load(tmp_path, "stop").trials]
     assert states.count("FAIL") == len(failed) and states.count("COMPLETE") == 3, states

@@ -118,6 +118,8 @@ class OptunaSweeper(Sweeper):
         spec = OmegaConf.to_container(self.pruner) if OmegaConf.is_config(self.pruner) else self.pruner
         study.set_user_attr("pruner", spec)
         log.info(f"Study {study.study_name} in {url}: {self.n_trials} trials over {', '.join(space)}.")
+        (sweep := Path(self.config.hydra.sweep.dir)).mkdir(parents=True, exist_ok=True)  # as Hydra's sweeper:
+        OmegaConf.save(self.config, sweep / "multirun.yaml")  # the command, for a stopped trial's message
         while trials := self._ask(study, space):
             self._run(study, trials, fixed, url)
         report(study, self.config)

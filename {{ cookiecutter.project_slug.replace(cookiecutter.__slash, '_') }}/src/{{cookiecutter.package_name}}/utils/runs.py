@@ -6,6 +6,7 @@ import logging
 import netrc
 {%- endif %}
 import os
+import shlex
 import signal
 import socket
 from collections.abc import Iterator
@@ -37,7 +38,11 @@ class TrainingError(CompactHydraException): ...  # training cannot go on (a non-
 class Stopped(SystemExit):  # resumable: EXIT_CODE (other ranks 0, or DDP's launcher kills rank 0)
     def __init__(self, run: Path, step: int) -> None:
         super().__init__(EXIT_CODE if launched_as_rank_zero() else 0)
-        at = ("-m SAME_OVERRIDES 'hydra.sweep.dir", run.parent) if multirun_name() else ("'resume", run)
+        at = ("'resume", run)  # a multirun's job: the multirun's command (resume= would end this job alone)
+        if self.code and (multirun := run.parent / "multirun.yaml").is_file():  # the sweeper's record of it
+            saved = OmegaConf.load(multirun).hydra.overrides  # as typed; -m as hydra.mode=MULTIRUN
+            again = shlex.join(o for o in saved.hydra + saved.task if not o.startswith("hydra.sweep.dir="))
+            at = (f"{again} 'hydra.sweep.dir", run.parent)
         if self.code:  # quoted for the shell, then for Hydra: a path with spaces or ä pastes whole
             log.warning(f'Stopped at step {step}, exit {self.code}. Continue: python train.py %s="%s"\'', *at)
 
