@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 import yaml
-from conftest import METRIC_KEYS, ROOT, run_script, type_checked
+from conftest import METRIC_KEYS, ROOT, run_script, type_checked, write_table
 from wandb.sdk.launch.sweeps import utils as sweep_utils
 
 SWEEPS = sorted((ROOT / "sweeps").glob("*.yaml"))
@@ -156,4 +156,22 @@ def test_agent_command_trains_with_the_sampled_values(path: Path, tmp_path: Path
         for part in key.split("."):
             node = node[part]
         assert node == pytest.approx(value) if isinstance(value, float) else node == value, key
+    assert config["metric"]["name"] in json.loads((run / "metrics.json").read_text())
+
+
+@pytest.mark.slow
+def test_a_sweep_on_your_own_data_as_the_readme_says(tmp_path: Path) -> None:
+    # The data's overrides in `command:` before the agent's values; a table: parameters that fit it.
+    config = sweep(ROOT / "sweeps" / "bayes.yaml")
+    at = config["command"].index("${args_no_hyphens}")
+    config["command"][at:at] = ["data=csv", "data.path=table.csv", "data.target=species"]
+    config["parameters"]["model/net"] = {"values": ["mlp"]}
+    write_table(tmp_path / "table.csv")  # where the agent runs
+    command = agent_command(config, sample(config["parameters"], random.Random(2)))
+    result = run_script(command[1], *command[2:], "debug=fdr", cwd=tmp_path, RUN_NAME="own")
+    assert result.returncode == 0, result.stderr[-3000:]
+    run = tmp_path / "logs" / "debug" / "runs" / "own"
+    assert yaml.safe_load((run / "config.yaml").read_text())["data"]["path"] == "table.csv"
+    classes = [row.split(",")[0] for row in (run / "test_per_class.csv").read_text().splitlines()[1:]]
+    assert classes == ["kind_0", "kind_1", "kind_2"]  # the table's, tested
     assert config["metric"]["name"] in json.loads((run / "metrics.json").read_text())
