@@ -87,6 +87,8 @@ def test_a_value_left_out_or_of_the_wrong_type_is_named_before_torch_loads(
         # and an empty class folder where data.image_size spares reading the first image for its size.
         (["data=image_folder", "data.root={gap}", "data.image_size=16"], ".webp files in ['empty']"),
 {%- if cookiecutter.example == 'digits' %}
+        # Your images without data=image_folder: the digits' config (8x8 gray) read them, silently.
+        (["data.root={images}"], "['class_0', 'class_1', 'class_2'], not the digits: add data=image_folder"),
         (
             ["data=csv", "data.path={table}", "data.target=species", "model/net=cnn"],
             "model/net=cnn takes images (C, H, W), not [4]: use model/net=mlp",

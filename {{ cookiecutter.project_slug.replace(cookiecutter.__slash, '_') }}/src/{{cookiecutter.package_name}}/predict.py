@@ -17,8 +17,6 @@ log = logging.getLogger(__name__)
 
 def read_inputs(path: Path, datamodule: Any) -> dict[str, Any]:
     """A model input for each image or CSV row at `path`, by name (file in the folder, or file:line)."""
-    from PIL import Image
-
     from {{ cookiecutter.package_name }}.data.image_folder import SUFFIXES as IMAGES
 
     if len(datamodule.input_shape) == 1 and path.suffix.lower() == ".csv":
@@ -32,7 +30,7 @@ def read_inputs(path: Path, datamodule: Any) -> dict[str, Any]:
         takes = {3: "an image or a folder of images", 1: "a .csv file"}.get(len(datamodule.input_shape))
         accepts = f"it accepts {takes}" if takes else "add a reader of its inputs to predict.py"
         raise ValueError(f"input={str(path)!r} holds nothing this model takes; {accepts}.")
-    return {str(file.relative_to(folder)): datamodule.transform(Image.open(file)) for file in images}
+    return {str(file.relative_to(folder)): datamodule.transform(file) for file in images}
 
 
 @hydra.main(version_base="1.3", config_path="configs", config_name="predict")

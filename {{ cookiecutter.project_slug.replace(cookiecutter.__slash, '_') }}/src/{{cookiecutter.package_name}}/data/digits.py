@@ -15,6 +15,8 @@ class DigitsDataModule(ImageFolderDataModule):
     """The digits written once as PNG files, one folder per class, then read like your images are."""
 
     def prepare_data(self) -> None:
+        if self.root.is_dir() and (names := self.class_names) != list("0123456789"):  # yours: image_folder's
+            raise ValueError(f"data.root={self.root} holds {names}, not the digits: add data=image_folder.")
         if self.root.is_dir():
             return
         self.root.parent.mkdir(parents=True, exist_ok=True)

@@ -16,16 +16,17 @@ from {{ cookiecutter.package_name }}.data.labelled import LabelledDataModule
 SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tif", ".tiff", ".webp")
 
 
-def to_tensor(image: Image.Image, size: tuple[int, int], channels: int) -> Tensor:
-    """A float tensor (channels, height, width) in [0, 1] of `size` (H, W): in training and predict.py."""
+def to_tensor(file: Path, size: tuple[int, int], channels: int) -> Tensor:
+    """The image in `file`: a float tensor (channels, height, width) in [0, 1] of `size` (H, W)."""
     try:
-        if image.mode in ("I", "F"):  # no range known to scale from: convert would clip, silently
-            raise ValueError(f"{image.filename}: 32-bit pixels (mode {image.mode}); accepted: 8 or 16 bits.")
-        if image.mode.startswith("I;16"):  # 16-bit gray: to 8 bits by scaling, not clipping (convert's way)
-            image = image.convert("I").point(lambda value: value / 256)
-        image = ImageOps.exif_transpose(image).convert("L" if channels == 1 else "RGB")  # a photo as shown
-    except OSError as error:  # a file cut short: Pillow's message does not name it
-        raise OSError(f"{image.filename}: {error}") from None
+        with Image.open(file) as image:
+            if image.mode in ("I", "F"):  # no range known to scale from: convert would clip, silently
+                raise ValueError(f"{file}: 32-bit pixels (mode {image.mode}); accepted: 8 or 16 bits.")
+            if image.mode.startswith("I;16"):  # 16-bit gray: to 8 bits by scaling, not clipping as convert
+                image = image.convert("I").point(lambda value: value / 256)
+            image = ImageOps.exif_transpose(image).convert("L" if channels == 1 else "RGB")  # as shown
+    except OSError as error:  # a file cut short, or no image: Pillow's message may not name it
+        raise OSError(f"{file}: {error}") from None
     pixels = np.atleast_3d(np.asarray(image.resize(size[::-1], Image.Resampling.BILINEAR), dtype=np.float32))
     return torch.from_numpy(pixels / 255).permute(2, 0, 1)  # (height, width, channels) to (channels, ...)
 
@@ -34,14 +35,13 @@ def to_tensor(image: Image.Image, size: tuple[int, int], channels: int) -> Tenso
 class ImageFiles(Dataset):  # (image, label) pairs, each file read when asked for, made a tensor by transform
     files: Sequence[Path]
     labels: Sequence[int]
-    transform: Callable[[Image.Image], Tensor]
+    transform: Callable[[Path], Tensor]
 
     def __len__(self) -> int:
         return len(self.files)
 
     def __getitem__(self, index: int) -> tuple[Tensor, int]:
-        with Image.open(self.files[index]) as image:
-            return self.transform(image), self.labels[index]
+        return self.transform(self.files[index]), self.labels[index]
 
 
 class ImageFolderDataModule(LabelledDataModule):
@@ -87,8 +87,8 @@ class ImageFolderDataModule(LabelledDataModule):
     def input_shape(self) -> tuple[int, ...]:
         return (self.channels, *self.size)
 
-    def transform(self, image: Image.Image) -> Tensor:  # one image to one input, in training and predict.py
-        return to_tensor(image, self.size, self.channels)
+    def transform(self, file: Path) -> Tensor:  # one image file to one input, in training and predict.py
+        return to_tensor(file, self.size, self.channels)
 
     def load(self) -> tuple[Dataset, Sequence[int]]:
         files, labels = zip(*self.images, strict=True)
