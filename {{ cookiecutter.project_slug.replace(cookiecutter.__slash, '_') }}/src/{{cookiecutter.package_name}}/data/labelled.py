@@ -42,8 +42,9 @@ class LabelledDataModule(L.LightningDataModule):
             raise ValueError(f"data.val_fraction={val_fraction}, data.test_fraction={test_fraction}: {why}.")
         if fold is not None and not (type(fold) is int and 0 <= fold < num_folds):
             raise ValueError(f"data.fold={fold!r}: must be null or 0 to {num_folds - 1} (data.num_folds).")
-        if not isinstance(batch_size, int) or batch_size < 1:
-            raise ValueError(f"data.batch_size={batch_size}: must be a positive integer.")
+        for key, value, least in (("batch_size", batch_size, 1), ("num_workers", num_workers, 0)):
+            if not isinstance(value, int) or value < least:  # workers: torch's traceback in training
+                raise ValueError(f"data.{key}={value}: accepted: an integer, at least {least}.")
         self.batch_size, self.splits = batch_size, {}
 
     def setup(self, stage: str | None = None) -> None:
