@@ -56,10 +56,11 @@ def test_a_multirun_stopped_in_a_job_says_how_to_continue_all_of_it(tmp_path: Pa
     sweep = tmp_path / "a sweep"  # a path to quote
     swept = ["model.optimizer.lr=0.001,0.002", "debug=limit", "logger=csv"]
     swept += stop_at("on_train_batch_end", step=1, dirpath=tmp_path)  # once: the first job
-    stopped = run_script("train.py", "-m", *swept, f"hydra.sweep.dir='{sweep}'", cwd=tmp_path)
+    typed = "hydra.sweep.subdir=${hydra.job.num}"  # Hydra's default: kept as typed (was resolved)
+    stopped = run_script("train.py", "-m", *swept, typed, f"hydra.sweep.dir='{sweep}'", cwd=tmp_path)
     assert stopped.returncode == EXIT_CODE, stopped.stderr[-3000:]
     said = shlex.split((stopped.stdout + stopped.stderr).split("Continue: ")[-1].splitlines()[0])
-    assert said == ["python", "train.py", "hydra.mode=MULTIRUN", *swept, f'hydra.sweep.dir="{sweep}"']
+    assert said == ["python", "train.py", typed, "hydra.mode=MULTIRUN", *swept, f'hydra.sweep.dir="{sweep}"']
     assert not (sweep / "1").exists()
     again = run_script(*said[1:], cwd=tmp_path)  # the command printed, as pasted
     assert again.returncode == 0, again.stderr[-3000:]

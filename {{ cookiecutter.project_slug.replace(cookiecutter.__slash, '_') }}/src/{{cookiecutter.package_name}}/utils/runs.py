@@ -40,9 +40,9 @@ class Stopped(SystemExit):  # resumable: EXIT_CODE (other ranks 0, or DDP's laun
         super().__init__(EXIT_CODE if launched_as_rank_zero() else 0)
         at = ("'resume", run)  # a multirun's job: the multirun's command (resume= would end this job alone)
         if self.code and (multirun := run.parent / "multirun.yaml").is_file():  # the sweeper's record of it
-            saved = OmegaConf.load(multirun).hydra.overrides  # as typed; -m as hydra.mode=MULTIRUN
-            again = shlex.join(o for o in saved.hydra + saved.task if not o.startswith("hydra.sweep.dir="))
-            at = (f"{again} 'hydra.sweep.dir", run.parent)
+            saved = yaml.safe_load(multirun.read_text())["hydra"]["overrides"]  # as typed: ${...} unresolved
+            again = [o for o in saved["hydra"] + saved["task"] if not o.startswith("hydra.sweep.dir=")]
+            at = (f"{shlex.join(again)} 'hydra.sweep.dir", run.parent)
         if self.code:  # quoted for the shell, then for Hydra: a path with spaces or ä pastes whole
             log.warning(f'Stopped at step {step}, exit {self.code}. Continue: python train.py %s="%s"\'', *at)
 
