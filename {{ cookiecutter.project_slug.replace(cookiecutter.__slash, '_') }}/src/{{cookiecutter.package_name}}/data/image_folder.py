@@ -22,7 +22,7 @@ def to_tensor(file: Path, size: tuple[int, int], channels: int) -> Tensor:
         with Image.open(file) as image:
             if image.mode in ("I", "F"):  # no range known to scale from: convert would clip, silently
                 raise ValueError(f"{file}: 32-bit pixels (mode {image.mode}); accepted: 8 or 16 bits.")
-            if image.mode.startswith("I;16"):  # 16-bit gray: to 8 bits by scaling, not clipping as convert
+            if image.mode.startswith("I;16"):  # 16-bit gray: scaled to 8 bits (convert would clip)
                 image = image.convert("I").point(lambda value: value / 256)
             image = ImageOps.exif_transpose(image).convert("L" if channels == 1 else "RGB")  # as shown
     except OSError as error:  # a file cut short, or no image: Pillow's message may not name it
