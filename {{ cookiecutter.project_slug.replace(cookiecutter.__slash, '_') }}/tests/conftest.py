@@ -3,6 +3,7 @@
 import csv
 import json
 import os
+import shlex
 import signal
 import socket
 import subprocess
@@ -43,6 +44,11 @@ QUICK = (
     "logger=csv",
     "callbacks.progress_bar=null",
 )
+
+
+def continue_command(output: str) -> list[str]:
+    """The command a stopped run printed to continue it (its last `Continue:`), split as a shell does."""
+    return shlex.split(output.split("Continue: ")[-1].splitlines()[0])
 
 
 def stop_at(hook: str, **options: object) -> list[str]:

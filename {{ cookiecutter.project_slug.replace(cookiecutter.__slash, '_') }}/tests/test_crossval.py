@@ -1,12 +1,11 @@
 """k-fold cross-validation: one run per fold, and the cross-validated result in the multirun's summary."""
 
 import json
-import shlex
 from pathlib import Path
 
 import pytest
 import torch
-from conftest import run_script, stop_at
+from conftest import continue_command, run_script, stop_at
 
 from {{ cookiecutter.package_name }}.utils.runs import EXIT_CODE
 
@@ -59,7 +58,7 @@ def test_a_multirun_stopped_in_a_job_says_how_to_continue_all_of_it(tmp_path: Pa
     typed = "hydra.sweep.subdir=${hydra.job.num}"  # Hydra's default: kept as typed (was resolved)
     stopped = run_script("train.py", "-m", *swept, typed, f"hydra.sweep.dir='{sweep}'", cwd=tmp_path)
     assert stopped.returncode == EXIT_CODE, stopped.stderr[-3000:]
-    said = shlex.split((stopped.stdout + stopped.stderr).split("Continue: ")[-1].splitlines()[0])
+    said = continue_command(stopped.stdout + stopped.stderr)
     assert said == ["python", "train.py", typed, "hydra.mode=MULTIRUN", *swept, f'hydra.sweep.dir="{sweep}"']
     assert not (sweep / "1").exists()
     again = run_script(*said[1:], cwd=tmp_path)  # the command printed, as pasted

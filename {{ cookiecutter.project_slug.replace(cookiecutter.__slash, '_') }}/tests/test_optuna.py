@@ -4,7 +4,6 @@ config, a killed search continued by two workers at once, and each bad setting n
 import json
 import multiprocessing
 import re
-import shlex
 import signal
 import socket
 import subprocess
@@ -14,7 +13,7 @@ from pathlib import Path
 
 import optuna
 import pytest
-from conftest import ROOT, compose_config, run_script, script_env
+from conftest import ROOT, compose_config, continue_command, run_script, script_env
 
 from {{ cookiecutter.package_name }}.utils.optuna_settings import make, open_storage, search_space
 from {{ cookiecutter.package_name }}.utils.optuna_sweeper import here, tell
@@ -121,7 +120,7 @@ def test_stopped_search_is_continued_by_the_same_command(tmp_path: Path) -> None
     stopped.send_signal(signal.SIGTERM)  # a stop signal: the trial stops at its next safe point
     assert stopped.wait(timeout=120) == EXIT_CODE, log.read_text()[-3000:]
     assert "Search stopped: the same command continues the study" in log.read_text().splitlines()[-1]
-    said = shlex.split(log.read_text().split("Continue: ")[-1].splitlines()[0])  # the trial's: the same
+    said = continue_command(log.read_text())  # the trial's: the search's command
     assert sorted(said[2:]) == sorted([*arguments[1:], f'hydra.sweep.dir="{sweep_dir(tmp_path, "stop")}"'])
     failed = [t.number for t in load(tmp_path, "stop").trials if t.state.name == "FAIL"]
     assert failed and not (sweep_dir(tmp_path, "stop") / str(failed[0]) / "metrics.json").exists()

@@ -1,6 +1,5 @@
 """Stop anywhere, resume exactly: a run stopped at any phase, then resumed, ends as one never stopped."""
 
-import shlex
 import shutil
 import signal
 import subprocess
@@ -15,6 +14,7 @@ from conftest import (
     QUICK,
     ROOT,
     assert_same_run,
+    continue_command,
     logged_rows,
     metrics,
     run_dirs,
@@ -60,8 +60,7 @@ def test_a_run_stopped_at_any_phase_resumes_to_the_same_end(
     (run,) = run_dirs(tmp_path / "logs")
     if status == EXIT_CODE:
         assert not (run / "metrics.json").exists()
-        command = stopped.stdout.split("Continue: ")[-1].splitlines()[0]
-        python, script, resume = shlex.split(command)  # as a shell reads the command pasted, then Hydra
+        python, script, resume = continue_command(stopped.stdout)  # as a shell reads it pasted, then Hydra
         assert (python, script, resume) == ("python", "train.py", f'resume="{run}"')
         resumed = run_script(script, resume, cwd=tmp_path)
         assert resumed.returncode == 0, resumed.stderr[-3000:]
