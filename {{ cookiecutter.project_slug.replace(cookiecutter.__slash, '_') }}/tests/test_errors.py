@@ -267,6 +267,7 @@ def test_a_missing_checkpoint_is_one_message_without_a_traceback(tmp_path: Path)
         ("data.test_fraction=1.5", "data.test_fraction=1.5: each must be between 0 and 1, their sum below 1"),
         ("data.batch_size=0", "data.batch_size=0: accepted: an integer, at least 1."),
         ("data.num_workers=-2", "data.num_workers=-2: accepted: an integer, at least 0."),  # was a traceback
+        ("data.num_folds=1", "data.num_folds=1: accepted: an integer, at least 2."),  # was sklearn's words
         ("data.fold=7", "data.fold=7: must be null or 0 to 4"),
     ],
 )

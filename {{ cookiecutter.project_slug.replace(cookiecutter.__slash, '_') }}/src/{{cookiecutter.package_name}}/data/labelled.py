@@ -40,11 +40,11 @@ class LabelledDataModule(L.LightningDataModule):
         if not (0 < val_fraction < 1 and 0 < test_fraction < 1 and val_fraction + test_fraction < 1):
             why = "each must be between 0 and 1, their sum below 1 (to leave training data)"
             raise ValueError(f"data.val_fraction={val_fraction}, data.test_fraction={test_fraction}: {why}.")
+        for key, least in (("batch_size", 1), ("num_workers", 0), ("num_folds", 2)):  # else torch's
+            if not isinstance(value := self.hparams[key], int) or value < least:  # or sklearn's words, no key
+                raise ValueError(f"data.{key}={value}: accepted: an integer, at least {least}.")
         if fold is not None and not (type(fold) is int and 0 <= fold < num_folds):
             raise ValueError(f"data.fold={fold!r}: must be null or 0 to {num_folds - 1} (data.num_folds).")
-        for key, value, least in (("batch_size", batch_size, 1), ("num_workers", num_workers, 0)):
-            if not isinstance(value, int) or value < least:  # workers: torch's traceback in training
-                raise ValueError(f"data.{key}={value}: accepted: an integer, at least {least}.")
         self.batch_size, self.splits = batch_size, {}
 
     def setup(self, stage: str | None = None) -> None:
