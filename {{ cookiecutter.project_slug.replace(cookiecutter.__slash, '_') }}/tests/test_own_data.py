@@ -82,6 +82,12 @@ def test_a_run_stopped_and_resumed_after_its_images_moved_ends_as_one_never_stop
     assert stopped.returncode == EXIT_CODE, stopped.stderr[-3000:]
     (run,) = run_dirs(tmp_path / "b" / "logs")
     moved = images.rename(tmp_path / "moved")  # the data's place may change; no other setting may
+    # Nor may other data come in its place: it trained on, its labels permuted (a walk's), with exit 0.
+    other = write_image_folder(tmp_path / "other")
+    (other / "class_2").rename(other / "class_x")
+    refused = run_script("train.py", f"resume={run}", f"++data.root={other}", cwd=tmp_path / "b")
+    assert refused.returncode == 1, refused.stderr[-3000:]
+    assert "classes ['class_0', 'class_1', 'class_x']: it does not fit" in refused.stderr
     resumed = run_script("train.py", f"resume={run}", f"++data.root={moved}", cwd=tmp_path / "b")
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert_same_run(run, run_dirs(tmp_path / "a" / "logs")[0])

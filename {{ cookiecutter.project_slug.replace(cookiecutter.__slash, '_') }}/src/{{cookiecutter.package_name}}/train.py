@@ -38,7 +38,7 @@ def train(cfg: DictConfig, overrides: list[str] | None = None) -> dict[str, floa
         if OmegaConf.select(cfg, "callbacks.backbone_finetuning") and not hasattr(model.net, "backbone"):
             raise ValueError(f"{type(model.net).__name__} has no `backbone` for fine-tuning to freeze.")
     checkpoint = runs.checkpoint_to_continue(run, cfg.get("ckpt_path"), datamodule, model)  # no logger yet
-    saved = runs.read_checkpoint(checkpoint) if cfg.train and checkpoint else {}
+    saved = runs.read_checkpoint(checkpoint, fits=datamodule) if cfg.train and checkpoint else {}
     fit = saved.get("loops", {}).get("fit_loop")
     began, done = [fit["epoch_progress"]["current"][k] for k in ("ready", "processed")] if fit else [0, 0]
     if began > (n := cfg.trainer.max_epochs) or (done >= n and checkpoint == cfg.get("ckpt_path")):
