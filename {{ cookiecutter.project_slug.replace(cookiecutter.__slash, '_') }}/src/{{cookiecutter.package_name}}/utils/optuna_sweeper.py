@@ -31,9 +31,9 @@ from {{ cookiecutter.package_name }}.utils.runs import EXIT_CODE, MAY_CHANGE, Co
 log = logging.getLogger(__name__)
 # The callback through which a trial reports its metric (hparams_search/optuna.yaml).
 PRUNING = "callbacks.optuna_pruning"
-# What a study's workers and continuations may set differently: what a resume may (the hardware, the data's
-# place), but not the length, which changes the trials; and the logger.
-MAY_DIFFER = (*(key for key in MAY_CHANGE if key != "trainer.max_"), "logger")
+# What a study's workers and continuations may set differently: what a resume may, but not the length (it
+# changes the trials) nor data.root or data.path (other data's trials joined the study); and the logger.
+MAY_DIFFER = (*(key for key in MAY_CHANGE if not key.startswith(("trainer.max_", "data."))), "logger")
 
 
 @dataclass
@@ -98,7 +98,7 @@ class OptunaSweeper(Sweeper):
                 raise ConfigError(
                     f"Study {study.study_name} in {url} searches another config: this command adds "
                     f"{' '.join(new) or 'nothing'} and leaves out {' '.join(gone) or 'nothing'}. Continue it "
-                    "with its overrides (the hardware, logger and data's place may differ), or start another "
+                    "with its overrides (hardware, logger and paths.data_dir may differ), or start another "
                     "study (hydra.sweeper.study_name=<new name>)."
                 )
             if (before := study.user_attrs.get("space", searched)) != searched:  # the sampler would mix both
