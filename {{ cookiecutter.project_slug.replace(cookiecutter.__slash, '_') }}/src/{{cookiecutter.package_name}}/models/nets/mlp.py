@@ -11,11 +11,7 @@ class MLP(nn.Module):
     like pixels), Linear-ReLU-Dropout per hidden layer (the backbone), then a linear head."""
 
     def __init__(
-        self,
-        input_shape: Sequence[int],
-        num_classes: int,
-        hidden: Sequence[int] = (128, 64),
-        dropout: float = 0.1,
+        self, input_shape: Sequence[int], num_classes: int, hidden: Sequence = (128, 64), dropout: float = 0.1
     ) -> None:
         super().__init__()
         width = math.prod(input_shape)
