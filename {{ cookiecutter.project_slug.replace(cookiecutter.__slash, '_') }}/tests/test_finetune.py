@@ -2,6 +2,7 @@
 
 import re
 from pathlib import Path
+from types import SimpleNamespace
 
 import lightning as L
 import pytest
@@ -71,25 +72,28 @@ def test_a_checkpoint_of_another_head_loads_its_backbone_and_says_so(
     assert [name for name in loaded[2].split(", ") if not name.startswith("head.")] == [], caplog.text
 
 
+@pytest.mark.parametrize("classes", ["one more", "as many, named otherwise", "the same"])
 def test_a_new_output_layer_starts_at_zero_on_the_checkpoint_s_backbone(
-    trained_run: tuple[Path, dict[str, float]],
+    trained_run: tuple[Path, dict[str, float]], classes: str
 ) -> None:
     # Other classes: a random new output layer was confidently wrong on a trained backbone's features, and
     # the few steps before the backbone thaws did not turn it (a probe: test/acc 0.0 on three easy classes,
-    # 0.57 with another seed; from zero, 1.0 with each of four seeds).
+    # 0.57 with another seed; from zero, 1.0 with each of four seeds). As many classes named otherwise:
+    # the checkpoint's output layer fits their shape, and named them wrong (a walk's: test/acc 0.07, exit 0).
     from hydra.utils import instantiate
 
     from {{ cookiecutter.package_name }}.train import load_matching_weights
 
     saved = torch.load(checkpoint := best_checkpoint(trained_run[0]), map_location="cpu", weights_only=True)
-    hparams = saved["hyper_parameters"]
-    n = hparams["num_classes"] + 1  # another head
-    net = instantiate(hparams["net"], input_shape=hparams["input_shape"], num_classes=n, _convert_="all")
-    load_matching_weights(net, str(checkpoint))
+    hparams, names = saved["hyper_parameters"], list(saved["hyper_parameters"]["class_names"])
+    names = {"one more": [*names, "new"], "the same": names}.get(classes, [f"kind {n}" for n in names])
+    shape = {"input_shape": hparams["input_shape"], "num_classes": len(names)}
+    net = instantiate(hparams["net"], **shape, _convert_="all")
+    load_matching_weights(SimpleNamespace(net=net, class_names=names), str(checkpoint))
     backbone = net.backbone.state_dict().items()
     assert all(torch.equal(v, saved["state_dict"][f"net.backbone.{k}"]) for k, v in backbone)
     *_, output = [module for module in net.modules() if isinstance(module, torch.nn.Linear)]
-    assert output.out_features == n and not output.weight.any()
+    assert output.out_features == len(names) and output.weight.any() == (classes == "the same")
 
 
 def test_a_missing_or_foreign_pretrained_checkpoint_is_named(tmp_path: Path) -> None:

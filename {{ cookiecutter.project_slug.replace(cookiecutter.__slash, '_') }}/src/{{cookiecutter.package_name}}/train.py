@@ -47,7 +47,7 @@ def train(cfg: DictConfig, overrides: list[str] | None = None) -> dict[str, floa
     if -1 < (n := cfg.trainer.get("max_steps", -1)) < (step := saved.get("global_step", 0)):  # nor steps
         raise runs.ConfigError(f"trainer.max_steps={n}: {checkpoint} has trained {step} steps: pass more.")
     if cfg.get("pretrained"):
-        load_matching_weights(model.net, cfg.pretrained)
+        load_matching_weights(model, cfg.pretrained)
     log.info(f"{type(model.net).__name__}: {sum(p.numel() for p in model.parameters()):,} parameters.")
     if cfg.compile.enabled:  # in place, forward only: checkpoint keys stay the same
         model.compile(backend=cfg.compile.backend, mode=cfg.compile.mode)
@@ -101,18 +101,20 @@ def train(cfg: DictConfig, overrides: list[str] | None = None) -> dict[str, floa
     return metrics
 
 
-def load_matching_weights(net: Any, path: str) -> None:
-    """Start `net` from a checkpoint's weights where names and shapes match (fine-tuning)."""
+def load_matching_weights(model: Any, path: str) -> None:
+    """Start `model.net` from a checkpoint's weights where names and shapes match (the head: same classes)."""
     from torch import nn
 
-    state = runs.read_checkpoint(path, "pretrained")["state_dict"]
-    saved, own = {key.removeprefix("net."): value for key, value in state.items()}, net.state_dict()
-    if not (fits := {k: v for k, v in saved.items() if k in own and v.shape == own[k].shape}):
+    checkpoint, net = runs.read_checkpoint(path, "pretrained"), model.net
+    saved, own = {k.removeprefix("net."): v for k, v in checkpoint["state_dict"].items()}, net.state_dict()
+    fits = {k: v for k, v in saved.items() if k in own and v.shape == own[k].shape}
+    for name, layer in [(n, m) for n, m in net.named_modules() if isinstance(m, nn.Linear)][-1:]:
+        if f"{name}.weight" not in fits or checkpoint["hyper_parameters"]["class_names"] != model.class_names:
+            fits = {k: v for k, v in fits.items() if not k.startswith(f"{name}.")}  # as many classes named
+            nn.init.zeros_(layer.weight)  # otherwise: it named them wrong. New: zero, as in ViT's fine-tuning
+    if not fits:
         raise runs.ConfigError(f"pretrained={path!r}: no layer of that checkpoint fits this net.")
     net.load_state_dict(fits, strict=False)
-    for name, layer in [(n, m) for n, m in net.named_modules() if isinstance(m, nn.Linear)][-1:]:
-        if f"{name}.weight" not in fits:  # a new output layer (other classes): zero, as in ViT's fine-tuning
-            nn.init.zeros_(layer.weight)  # (a random one was confidently wrong: a probe's test/acc 0.0)
     new = ", ".join(k for k in own if k not in fits)
     log.info(f"Pretrained weights from {path}: {len(fits)} tensors loaded; new: {new or 'none'}.")
 
