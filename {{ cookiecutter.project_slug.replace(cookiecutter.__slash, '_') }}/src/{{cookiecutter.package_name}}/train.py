@@ -48,7 +48,8 @@ def train(cfg: DictConfig, overrides: list[str] | None = None) -> dict[str, floa
         raise runs.ConfigError(f"trainer.max_steps={n}: {checkpoint} has trained {step} steps: pass more.")
     if cfg.get("pretrained"):
         load_matching_weights(model, cfg.pretrained)
-    log.info(f"{type(model.net).__name__}: {sum(p.numel() for p in model.parameters()):,} parameters.")
+    data = f"inputs {shape['input_shape']}, {len(names := model.class_names)} classes {names[:20]}"  # as read
+    log.info(f"{type(model.net).__name__}: {sum(p.numel() for p in model.parameters()):,} parameters; {data}")
     if cfg.compile.enabled:  # in place, forward only: checkpoint keys stay the same
         model.compile(backend=cfg.compile.backend, mode=cfg.compile.mode)
     loggers = [hydra.utils.instantiate(c) for c in (cfg.get("logger") or {}).values() if c]
