@@ -79,10 +79,9 @@ class Resumable(Checkpoint):
     def on_train_batch_end(self, trainer: L.Trainer, pl_module: Any, outputs: Any, *args: Any) -> None:
         loss = outputs["loss"] if isinstance(outputs, dict) else outputs
         if isinstance(loss, torch.Tensor) and not loss.isfinite():
-            raise runs.TrainingError(
-                f"The training loss is {loss.item()} at step {trainer.global_step - 1}; no checkpoint holds "
-                "its weights. Common causes: model.optimizer.lr too high, non-finite data, 16-mixed overflow."
-            )
+            at = f"at step {trainer.global_step - 1}; no checkpoint holds its weights"
+            why = "Common causes: model.optimizer.lr too high, non-finite data, 16-mixed overflow."
+            raise runs.TrainingError(f"The training loss is {loss.item()} {at}. {why}")
         n, due = args[-1] + 1, trainer.fit_loop.epoch_loop._should_check_val_fx(None)  # a validation next
         if n < trainer.num_training_batches and not (n % trainer.accumulate_grad_batches or due):
             self.stop_here(trainer, save=True)  # between optimizer steps, not where a resume skips validation
