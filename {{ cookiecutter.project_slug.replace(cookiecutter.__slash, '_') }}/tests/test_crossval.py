@@ -32,6 +32,16 @@ def test_cross_validation_multirun_writes_a_summary(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+def test_a_multirun_with_a_failed_job_writes_the_summary_of_the_others(tmp_path: Path) -> None:
+    # Hydra ends a multirun on a failed job's error, after its last job, before on_multirun_end: no summary.
+    sweep = ["data.fold=0,7,1", "debug=limit", "logger=csv", f"hydra.sweep.dir={tmp_path / 'sweep'}"]
+    result = run_script("train.py", "-m", *sweep, cwd=tmp_path)
+    assert result.returncode == 1 and "data.fold=7: must be null or 0 to 4" in result.stderr, result.stderr
+    summary = json.loads((tmp_path / "sweep" / "summary.json").read_text())
+    assert [job["dir"] for job in summary["jobs"]] == ["0", "2"] and summary["metrics"]["val/acc"]["n"] == 2
+
+
+@pytest.mark.slow
 def test_a_multirun_run_again_in_its_directory_continues_it_and_refuses_other_values(tmp_path: Path) -> None:
     # Run again with other values, a job took them: a finished job's overrides.yaml named them beside
     # the old metrics, and a stopped job trained on from its checkpoint with them.

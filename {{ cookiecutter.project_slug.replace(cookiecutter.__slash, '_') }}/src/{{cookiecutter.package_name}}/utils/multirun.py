@@ -41,7 +41,9 @@ def multirun_job(given: list[str]) -> Iterator[None]:
 class MultirunSummary(Callback):
     """A Hydra callback: <multirun>/summary.json, each job's overrides and metrics, their mean and spread."""
 
-    def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+    def on_job_end(self, config: DictConfig, **kwargs: Any) -> None:  # a failed job: no on_multirun_end
+        if config.hydra.mode.name != "MULTIRUN":  # a single run, or DDP's ranks of a multirun's job
+            return
         sweep, jobs, spread = Path(config.hydra.sweep.dir), [], {}
         for f in sorted(sweep.glob("*/metrics.json"), key=lambda p: (len(p.parent.name), p.parent.name)):
             overrides = yaml.safe_load((f.parent / ".hydra" / "overrides.yaml").read_text())

@@ -230,8 +230,8 @@ def project_root() -> str:  # a plain function: it resolves in a multirun's laun
     return os.environ.get("PROJECT_ROOT") or os.getcwd()
 
 
-def write_json(path: Path, values: dict | list) -> None:  # whole or not at all: a killed write leaves a .tmp
-    (partial := path.with_name(f".{path.name}.tmp")).write_text(json.dumps(values, indent=2) + "\n")
+def write_json(path: Path, values: dict | list) -> None:  # whole or not at all; jobs may write one at once
+    (partial := path.with_name(f".{path.name}.{os.getpid()}")).write_text(json.dumps(values, indent=2) + "\n")
     os.replace(partial, path)
 
 
