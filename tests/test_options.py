@@ -194,6 +194,23 @@ def test_readme_mentions_only_what_was_chosen(project: Path, answers: dict) -> N
             assert (project / name).exists(), name
 
 
+def test_what_runs_write_stays_out_of_git_and_code_in(project: Path, answers: dict, tmp_path: Path) -> None:
+    # sbatch's <job>-<id>.out files in the project root were left for `git add .` (a walk's).
+    pkg = next(p for p in (project / "src").iterdir() if (p / "configs").is_dir()).relative_to(project)
+    written = ["logs/train/runs/a/metrics.json", "data/digits/0/0.png", ".env", "wandb/run/x", "mlruns/0/x"]
+    written += [f"{pkg}/configs/local/default.yaml", "configs/local/default.yaml", "outputs/x", "multirun/x"]
+    written += ["my-project-12.out"] if answers["slurm"] else []
+    code = [f"{pkg}/data/labelled.py", f"{pkg}/configs/data/csv.yaml", "configs/data/mine.yaml", "train.py"]
+    (tmp_path / ".gitignore").write_text((project / ".gitignore").read_text())
+    for name in written + code:
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("x")
+    subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
+    git = ["git", "status", "--porcelain", "--untracked-files=all"]
+    status = subprocess.run(git, cwd=tmp_path, capture_output=True, text=True)
+    assert sorted(line[3:] for line in status.stdout.splitlines()) == sorted([".gitignore", *code])
+
+
 def test_license_matches_the_answer(project: Path, answers: dict) -> None:
     titles = {"MIT": "MIT License", "Apache-2.0": "Apache License", "BSD-3-Clause": "BSD 3-Clause License"}
     if answers["license"] != "none":
