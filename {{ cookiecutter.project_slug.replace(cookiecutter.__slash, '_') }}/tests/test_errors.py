@@ -82,8 +82,9 @@ def test_a_value_left_out_or_of_the_wrong_type_is_named_before_torch_loads(
         ),
         (["data.fold=7"], "data.fold=7: must be null or 0 to 4 (data.num_folds)."),
         (["data.fold=abc"], "data.fold='abc': must be null or 0 to 4"),  # was: '<=' not supported between ...
-        # Found when the data is split (DataModule.setup), still before training: one image in a class,
-        (["data=image_folder", "data.root={lonely}"], "only 1 member, which is too few"),
+        # Found when the data is split (DataModule.setup), still before training: one image in a class
+        # (named: sklearn said [0, 1]),
+        (["data=image_folder", "data.root={lonely}"], "too few members are: ['class_0', 'class_1']"),
         # and an empty class folder where data.image_size spares reading the first image for its size.
         (["data=image_folder", "data.root={gap}", "data.image_size=16"], ".webp files in ['empty']"),
 {%- if cookiecutter.example == 'digits' %}

@@ -50,16 +50,16 @@ class LabelledDataModule(L.LightningDataModule):
     def setup(self, stage: str | None = None) -> None:
         if self.splits or stage == "predict":  # predict.py makes its inputs with `transform`: nothing to read
             return
-        dataset, labels = self.load()
-        options, split = self.hparams, {"stratify": labels, "random_state": self.hparams.split_seed}
-        rest, test = train_test_split(range(len(labels)), test_size=options.test_fraction, **split)
-        split["stratify"] = [labels[i] for i in rest]
-        if options.fold is None:
-            size = options.val_fraction / (1 - options.test_fraction)
+        dataset, labels = self.load()  # stratified by name: sklearn's errors name a class with too few
+        split = {"stratify": [self.class_names[y] for y in labels], "random_state": self.hparams.split_seed}
+        rest, test = train_test_split(range(len(labels)), test_size=self.hparams.test_fraction, **split)
+        split["stratify"] = [split["stratify"][i] for i in rest]
+        if self.hparams.fold is None:
+            size = self.hparams.val_fraction / (1 - self.hparams.test_fraction)
             train, val = train_test_split(rest, test_size=size, **split)
         else:
-            folds = StratifiedKFold(options.num_folds, shuffle=True, random_state=options.split_seed)
-            train_at, val_at = list(folds.split(rest, split["stratify"]))[options.fold]
+            folds = StratifiedKFold(self.hparams.num_folds, shuffle=True, random_state=split["random_state"])
+            train_at, val_at = list(folds.split(rest, split["stratify"]))[self.hparams.fold]
             train, val = [rest[i] for i in train_at], [rest[i] for i in val_at]
         self.splits = dict(train=Subset(dataset, train), val=Subset(dataset, val), test=Subset(dataset, test))
 
