@@ -34,7 +34,7 @@ def train(cfg: DictConfig, overrides: list[str] | None = None) -> dict[str, floa
         datamodule.prepare_data()  # the data decides the model's input shape and classes, and is read
         datamodule.setup("fit")  # and split here: what it cannot use is named before training starts
         shape = {"input_shape": list(datamodule.input_shape), "num_classes": len(datamodule.class_names)}
-        model = hydra.utils.instantiate(cfg.model, **shape, class_names=datamodule.class_names)
+        model = hydra.utils.instantiate(cfg.model, **shape, class_names=list(datamodule.class_names))
         if OmegaConf.select(cfg, "callbacks.backbone_finetuning") and not hasattr(model.net, "backbone"):
             raise ValueError(f"{type(model.net).__name__} has no `backbone` for fine-tuning to freeze.")
     checkpoint = runs.checkpoint_to_continue(run, cfg.get("ckpt_path"), datamodule, model)  # no logger yet
