@@ -50,6 +50,18 @@ def test_a_net_gets_its_arguments_as_plain_python_values(tmp_path: Path) -> None
     assert model(torch.rand(2, 64)).shape == (2, 3)
 
 
+def test_the_readme_s_optimizer_and_scheduler_swaps_are_configuration(tmp_path: Path) -> None:
+    # A key the optimizer's config lacks takes `+` (a walk's `model.optimizer.momentum=0.9` was refused).
+    swaps = ["model.optimizer._target_=torch.optim.SGD", "+model.optimizer.momentum=0.9"]
+    cfg = compose_config("train", tmp_path, [*swaps, "model/scheduler=step"])
+    model = hydra.utils.instantiate(cfg.model, input_shape=[1, 8, 8], num_classes=3)
+    configured = model.configure_optimizers()
+    optimizer, scheduler = configured["optimizer"], configured["lr_scheduler"]["scheduler"]
+    assert type(optimizer) is torch.optim.SGD and optimizer.defaults["momentum"] == 0.9
+    assert optimizer.defaults["lr"] == cfg.model.optimizer.lr
+    assert type(scheduler) is torch.optim.lr_scheduler.StepLR
+
+
 def test_a_metric_added_to_the_classifier_computes_from_its_own_counts() -> None:
     # A probe added top-2 accuracy to the collection: torchmetrics' compute groups, on by default, shared
     # one state among metrics whose states matched after the first batch, and reported F1 from top-2 counts.
