@@ -18,6 +18,9 @@ from PIL import Image
 
 from {{ cookiecutter.package_name }}.utils.runs import catch_signals
 
+# The DataModules these tests check, by the name made() knows them by: add yours to both.
+KINDS = ["default", "image_folder", "csv"]
+
 
 def made(tmp_path: Path, data: str, *more: str) -> object:
     """A DataModule as train.py makes it: the project's default, or one of yours (`more`: overrides)."""
@@ -39,7 +42,7 @@ def labels(loader: object) -> list[int]:
     return [int(y) for _, batch in loader for y in batch]
 
 
-@pytest.fixture(params=["default", "image_folder", "csv"])
+@pytest.fixture(params=KINDS)
 def datamodule(request: pytest.FixtureRequest, tmp_path: Path) -> object:
     return made(tmp_path, request.param)
 
@@ -120,7 +123,7 @@ def test_a_loader_restored_in_the_middle_of_an_epoch_serves_the_rest_of_it(datam
     assert head + samples(restored, 1) == epoch
 
 
-@pytest.mark.parametrize("data", ["default", "image_folder", "csv"])
+@pytest.mark.parametrize("data", KINDS)
 def test_loader_workers_signalled_with_the_whole_run_keep_serving(data: str, tmp_path: Path) -> None:
     # `timeout`, a terminal and SLURM signal every process of a run: torch's workers died of SIGTERM, and
     # the run failed before it could stop at a safe point (the main process stops them; a probe's find).
