@@ -172,6 +172,7 @@ def test_a_resumed_run_logs_to_its_first_start_s_mlflow_run(tmp_path: Path) -> N
     stop = stop_at("on_train_batch_end", step=6)  # in the second epoch
     started = run_script("train.py", *quick, "logger=mlflow", *stop, cwd=tmp_path, RUN_NAME="run")
     assert started.returncode == 75, started.stderr[-3000:]
+    assert "database tables" not in started.stdout + started.stderr  # MLflow's, making logs/mlflow.db
     resumed = run_script("train.py", "resume=run", cwd=tmp_path)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'logs' / 'mlflow.db'}")
