@@ -3,9 +3,10 @@
 from pathlib import Path
 
 import hydra
+import lightning as L
 import pytest
 import torch
-from conftest import best_checkpoint, compose_config
+from conftest import QUICK, best_checkpoint, compose_config
 from test_configs import options
 from torchmetrics.classification import MulticlassAccuracy, MulticlassF1Score
 
@@ -76,6 +77,40 @@ def test_a_metric_added_to_the_classifier_computes_from_its_own_counts() -> None
             metric.update(logits, y)
     computed = model.val_metrics.compute()
     assert {n: float(computed[n]) for n in alone} == {n: float(m.compute()) for n, m in alone.items()}
+
+
+class Trained(L.Callback):
+    """Keeps the LightningModule as training left it."""
+
+    model: L.LightningModule | None = None
+
+    def on_fit_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        Trained.model = pl_module
+
+
+def test_a_metric_that_outlives_an_epoch_is_in_its_checkpoints(tmp_path: Path) -> None:
+    # Lightning resets the metrics it logs at each epoch's end; a best so far (val_acc_best) carries on, and
+    # a resume from an epoch's end takes it from last.ckpt, which holds it only if persistent. A walk's
+    # val_f1_best, made without `.persistent(True)`, forgot its best (0.9353 where the run had 0.9372).
+    from torchmetrics import Metric
+
+    overrides = [*QUICK, "+callbacks.trained._target_=test_models.Trained", "test=false"]
+    train(compose_config("train", tmp_path, overrides))
+    restored = Classifier.load_from_checkpoint(tmp_path / "checkpoints" / "last.ckpt", weights_only=True)
+    lost = [
+        name
+        for name, metric in Trained.model.named_modules()
+        if isinstance(metric, Metric)
+        for state, value in metric.metric_state.items()
+        if not torch.equal(one_tensor(value), one_tensor(restored.get_submodule(name).metric_state[state]))
+    ]
+    assert lost == [], f"{lost}: its state outlives an epoch, and a resume needs it: .persistent(True)"
+
+
+def one_tensor(state: torch.Tensor | list) -> torch.Tensor:  # a metric's state: a tensor, or a list of them
+    if isinstance(state, list):
+        return torch.cat([t.flatten() for t in state]) if state else torch.zeros(0)
+    return state
 
 
 @pytest.mark.parametrize("net", options("model/net"))
