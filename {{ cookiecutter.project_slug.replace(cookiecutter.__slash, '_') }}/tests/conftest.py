@@ -214,7 +214,8 @@ def write_table(path: Path, features: int = 4, classes: int = 3, rows: int = 300
     scales = 10.0 ** np.arange(features)
     with path.open("w", newline="") as file:
         writer = csv.writer(file)
-        writer.writerow([*("width", "height", "depth", "mass", "age")[:features], "species"])
+        names = ["width", "height", "depth", "mass", "age", *(f"x{i}" for i in range(5, features))]
+        writer.writerow([*names[:features], "species"])
         for row in range(rows):
             label = row % classes
             values = (centres[label] + rng.normal(0, 1, features)) * scales

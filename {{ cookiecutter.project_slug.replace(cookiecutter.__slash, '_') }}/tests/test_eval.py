@@ -77,8 +77,8 @@ def test_eval_stopped_by_a_signal_exits_75_and_writes_no_metrics(
     # Ctrl+C with 1 (a failure: a probe's).
     run, _ = trained_run
     checkpoint = f"ckpt_path={best_checkpoint(run)}"
-    stop = trainer_stop_at("on_test_batch_end", tmp_path, signal)
-    stopped = run_script("eval.py", checkpoint, stop, cwd=tmp_path)
+    stop = trainer_stop_at("on_test_batch_end", tmp_path, signal)  # the first: batches of 2, a next one due
+    stopped = run_script("eval.py", checkpoint, stop, "+data.batch_size=2", cwd=tmp_path)
     assert stopped.returncode == EXIT_CODE, stopped.stderr[-3000:]
     (eval_run,) = run_dirs(tmp_path / "logs" / "eval")
     assert not (eval_run / "metrics.json").exists()

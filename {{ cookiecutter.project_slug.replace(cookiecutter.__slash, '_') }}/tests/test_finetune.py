@@ -56,14 +56,17 @@ def test_backbone_is_frozen_then_thawed_and_keeps_what_training_from_scratch_rea
 def test_a_checkpoint_of_another_head_loads_its_backbone_and_says_so(
     trained_run: tuple[Path, dict[str, float]], tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-{%- if cookiecutter.example == 'digits' %}
-    from conftest import write_image_folder
+    from conftest import write_image_folder, write_table
 
-    images = write_image_folder(tmp_path / "images", classes=3)  # 3 classes: another head
-    data = ["data=image_folder", f"data.root={images}", "data.channels=1"]  # grayscale, as the digits
-{%- else %}
-    data = ["data.num_classes=3"]  # 3 classes: another head
-{%- endif %}
+    trained = torch.load(best_checkpoint(trained_run[0]), weights_only=True)["hyper_parameters"]
+    shape, classes = trained["input_shape"], len(trained["class_names"]) + 1  # one more: another head
+    if len(shape) == 3:  # images (C, H, W), as the default data's: a folder of as many channels and pixels
+        images = write_image_folder(tmp_path / "images", classes=classes)
+        data = ["data=image_folder", f"data.root={images}", f"data.channels={shape[0]}"]
+        data.append(f"data.image_size=[{shape[1]},{shape[2]}]")
+    else:  # rows of as many numbers
+        table = write_table(tmp_path / "table.csv", features=shape[0], classes=classes)
+        data = ["data=csv", f"data.path={table}", "data.target=species"]
     caplog.set_level("INFO")
     overrides = [*data, "debug=fdr", f"pretrained={best_checkpoint(trained_run[0])}"]
     train(compose_config("train", tmp_path / "run", overrides))

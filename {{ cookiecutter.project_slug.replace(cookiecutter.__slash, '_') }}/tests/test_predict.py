@@ -18,6 +18,8 @@ from conftest import (
 {%- endif %}
 )
 
+from {{ cookiecutter.package_name }}.data.csv_table import CSVDataModule
+from {{ cookiecutter.package_name }}.data.image_folder import ImageFolderDataModule
 from {{ cookiecutter.package_name }}.eval import model_and_data
 from {{ cookiecutter.package_name }}.predict import predict, read_inputs
 from {{ cookiecutter.package_name }}.utils.runs import ConfigError
@@ -63,27 +65,26 @@ def test_predictions_are_the_model_s_on_the_data_s_own_inputs(checkpoint: Path, 
     x, _ = next(iter(datamodule.test_dataloader()))
     with torch.no_grad():
         expected = [model.class_names[i] for i in model(x).argmax(1).tolist()]
-{%- if cookiecutter.example == 'digits' %}
-    # The same images, as files: the DataModule's transform runs on them in predict.py too.
-    folder = tmp_path / "inputs"
-    folder.mkdir()
-    files = [datamodule.splits["test"].dataset.files[i] for i in datamodule.splits["test"].indices[: len(x)]]
-    for i, file in enumerate(files):
-        (folder / f"{i:03d}.png").write_bytes(file.read_bytes())
-    (folder / "._000.png").write_bytes(b"\x00\x05\x16\x07 AppleDouble")  # macOS's, beside each file copied
-    (folder / ".ipynb_checkpoints").mkdir()  # Jupyter's copies: in a hidden folder, not predicted
-    (folder / ".ipynb_checkpoints" / "000-checkpoint.png").write_bytes((folder / "000.png").read_bytes())
-    rows = run_predict(checkpoint, folder, tmp_path / "run")
-{%- else %}
-    # The same rows, as a CSV file: the DataModule's transform runs on them in predict.py too.
-    rows_in = [datamodule.rows[i] for i in datamodule.splits["test"].indices[: len(x)]]
-    source = tmp_path / "inputs.csv"
-    with source.open("w", newline="") as file:
-        writer = csv.DictWriter(file, fieldnames=list(rows_in[0]))
-        writer.writeheader()
-        writer.writerows(rows_in)
+    # The same inputs, as predict.py reads them (the DataModule's transform runs on them there too): by the
+    # kind of the default data (yours too), not by the example's.
+    batch = datamodule.splits["test"].indices[: len(x)]
+    if isinstance(datamodule, ImageFolderDataModule):  # the same images, as files
+        files = [datamodule.splits["test"].dataset.files[i] for i in batch]
+        (source := tmp_path / "inputs").mkdir()
+        for i, file in enumerate(files):
+            (source / f"{i:03d}{file.suffix}").write_bytes(file.read_bytes())
+        (source / "._000.png").write_bytes(b"\x00\x05\x16\x07 AppleDouble")  # macOS's, beside copied files
+        (hidden := source / ".ipynb_checkpoints").mkdir()  # Jupyter's copies: in a hidden folder, unpredicted
+        (hidden / f"000-checkpoint{files[0].suffix}").write_bytes(files[0].read_bytes())
+    elif isinstance(datamodule, CSVDataModule):  # the same rows, as a CSV file
+        rows_in = [datamodule.rows[i] for i in batch]
+        with (source := tmp_path / "inputs.csv").open("w", newline="") as file:
+            writer = csv.DictWriter(file, fieldnames=list(rows_in[0]))
+            writer.writeheader()
+            writer.writerows(rows_in)
+    else:
+        pytest.skip(f"{type(datamodule).__name__}: write its inputs here as predict.py reads them")
     rows = run_predict(checkpoint, source, tmp_path / "run")
-{%- endif %}
     assert [row["class"] for row in rows] == expected
     assert all(abs(sum(float(row[f"p_{n}"]) for n in model.class_names) - 1) < 1e-4 for row in rows)
 
@@ -125,22 +126,21 @@ def test_checkpoints_record_the_data_s_null_values_as_read_where_the_data_has_th
     assert resumable.data == {"features": None, "image_size": [12, 16], "root": "x"}  # predict.py's size
 
 
-def test_a_limit_on_predict_batches_predicts_the_first_inputs(trained_run: tuple, tmp_path: Path) -> None:
+def test_a_limit_on_predict_batches_predicts_the_first_inputs(checkpoint: Path, tmp_path: Path) -> None:
     # Was a zip() traceback, with a predictions.csv cut short.
-{%- if cookiecutter.example == 'digits' %}
-    source, checkpoint = trained_run[0] / "data" / "digits", best_checkpoint(trained_run[0])
-    first = str(sorted(source.rglob("*.png"))[0].relative_to(source))
-{%- else %}
-    source, checkpoint = next((trained_run[0] / "data").glob("blobs-*.csv")), best_checkpoint(trained_run[0])
-    first = f"{source.name}:2"
-{%- endif %}
-    limit = "+trainer.limit_predict_batches=1"
-    result = run_script("predict.py", f"ckpt_path={checkpoint}", f"input={source}", limit, cwd=tmp_path)
+    cfg = compose_config("predict", tmp_path, overrides := [f"ckpt_path={checkpoint}"])
+    with as_command("predict", overrides):
+        _, datamodule = model_and_data(cfg, "predict")
+    if (source := getattr(datamodule, "root", getattr(datamodule, "path", None))) is None:
+        pytest.skip(f"{type(datamodule).__name__} of your own: no folder (root) or file (path) to predict")
+    first = next(iter(read_inputs(source, datamodule)))  # the data's own images or rows, in predict's order
+    limit = ("+trainer.limit_predict_batches=1", "+data.batch_size=4")
+    result = run_script("predict.py", f"ckpt_path={checkpoint}", f"input={source}", *limit, cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
     (run,) = run_dirs(tmp_path / "logs" / "predict")
     with (run / "predictions.csv").open() as file:
         rows = list(csv.DictReader(file))
-    assert len(rows) == 64 and "64 predictions" in result.stdout  # one batch (data.batch_size)
+    assert len(rows) == 4 and "4 predictions" in result.stdout  # one batch (data.batch_size)
     assert rows[0]["input"] == first
 
 

@@ -12,6 +12,7 @@ import warnings
 from pathlib import Path
 
 import pytest
+import torch
 from conftest import (
     METRIC_KEYS,
     NOISE,
@@ -63,9 +64,11 @@ def test_a_command_line_run_is_quiet_and_its_directory_says_how_to_reproduce_it(
     assert "\x1b[" not in console and "\r" not in console
     assert not [word for word in NOISE if word in console], console
     assert (run / "train.log").read_text().count("epoch 2/2") == 1
-    # Numbered from 0, as Lightning's bar and checkpoint names are: the best one's line has its val/acc.
-    best = re.fullmatch(r"epoch_(\d+)-val_acc_(\d\.\d+)\.ckpt", best_checkpoint(run).name)
-    assert re.search(rf"epoch {int(best[1])}/2 .*val/acc {float(best[2]):.4g} ", console), console
+    # Numbered from 0, as Lightning's bar and checkpoints are: the best one's line has its score (`monitor`).
+    saved = torch.load(best_checkpoint(run), map_location="cpu", weights_only=True)
+    (best,) = [state for state in saved["callbacks"].values() if state.get("monitor")]
+    score = f"{best['monitor']} {float(best['best_model_score']):.4g} "
+    assert re.search(rf"epoch {saved['epoch']}/2 .*{score}", console), console
     assert {"config.yaml", "overrides.yaml", "hydra.yaml", "run_info.json"} <= {
         p.name for p in (run / ".hydra").iterdir()
     }
