@@ -141,10 +141,9 @@ def test_every_entry_point_names_data_its_checkpoint_cannot_use(
     (broken := tmp_path / "broken.png").write_bytes(b"\x89PNG not really")
     data = {"images": write_image_folder(tmp_path / "images"), "notes": notes, "broken": broken}
     data["table"] = write_table(tmp_path / "table.csv")
-    trained = torch.load(best_checkpoint(trained_run[0]), weights_only=True)["hyper_parameters"]
+    trained = torch.load(best := best_checkpoint(trained_run[0]), weights_only=True)["hyper_parameters"]
     data["trained"] = f"{list(trained['input_shape'])} in {len(trained['class_names'])} classes"  # yours too
-    checkpoint = f"ckpt_path={best_checkpoint(trained_run[0])}"
-    result = run_script(script, checkpoint, *[o.format(**data) for o in overrides], cwd=tmp_path)
+    result = run_script(script, f"ckpt_path={best}", *[o.format(**data) for o in overrides], cwd=tmp_path)
     assert_clear_error(result, message.format(**data))
     if script == "train.py":  # a new run that failed leaves nothing behind (eval's and predict's, their log)
         assert not run_dirs(tmp_path / "logs" / "train" / "runs")

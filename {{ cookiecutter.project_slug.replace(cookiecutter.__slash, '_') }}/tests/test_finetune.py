@@ -58,7 +58,7 @@ def test_a_checkpoint_of_another_head_loads_its_backbone_and_says_so(
 ) -> None:
     from conftest import write_image_folder, write_table
 
-    trained = torch.load(best_checkpoint(trained_run[0]), weights_only=True)["hyper_parameters"]
+    trained = torch.load(best := best_checkpoint(trained_run[0]), weights_only=True)["hyper_parameters"]
     shape, classes = trained["input_shape"], len(trained["class_names"]) + 1  # one more: another head
     if len(shape) == 3:  # images (C, H, W), as the default data's: a folder of as many channels and pixels
         images = write_image_folder(tmp_path / "images", classes=classes)
@@ -68,7 +68,7 @@ def test_a_checkpoint_of_another_head_loads_its_backbone_and_says_so(
         table = write_table(tmp_path / "table.csv", features=shape[0], classes=classes)
         data = ["data=csv", f"data.path={table}", "data.target=species"]
     caplog.set_level("INFO")
-    overrides = [*data, "debug=fdr", f"pretrained={best_checkpoint(trained_run[0])}"]
+    overrides = [*data, "debug=fdr", f"pretrained={best}"]
     train(compose_config("train", tmp_path / "run", overrides))
     loaded = re.search(r"(\d+) tensors loaded; new: (.*)\.$", caplog.text, re.MULTILINE)
     assert loaded and int(loaded[1]) > 0, caplog.text
