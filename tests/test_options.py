@@ -3,7 +3,9 @@
 import csv
 import json
 import re
+import shutil
 import subprocess
+import sys
 import tomllib
 from pathlib import Path
 
@@ -221,6 +223,22 @@ def test_license_matches_the_answer(project: Path, answers: dict) -> None:
         assert answers["license"] == "Apache-2.0" or "Your Name" in text
 
 
+def test_make_uses_the_projects_venv_activated_or_not(project: Path) -> None:
+    """`make test` in a new shell, the venv not activated: its python, not one without the packages."""
+    make = lambda *more: run("make", "-n", "test", "debug", *more, cwd=project, MAKEFLAGS="").stdout  # noqa: E731
+    assert make().startswith("python -m pytest")  # no .venv: the python on PATH
+    (venv := project / ".venv" / "bin").mkdir(parents=True)
+    (venv / "python").symlink_to(sys.executable)
+    try:
+        assert (
+            make().startswith(".venv/bin/python -m pytest")
+            and ".venv/bin/python train.py debug=fdr" in make()
+        )
+        assert make("PYTHON=python3").startswith("python3 -m pytest")  # a choice still wins
+    finally:
+        shutil.rmtree(project / ".venv")
+
+
 def test_fast_debug_run(project: Path, tmp_path: Path) -> None:
     result = run(
         "python",
@@ -316,18 +334,20 @@ def test_own_test_suite_passes(project: Path, answers: dict, tmp_path: Path) -> 
     else:
         files = []
         if answers["example"] == "minimal":
-            make_yours(project, tmp_path / "table.csv")
+            make_yours(project)
     result = run(*PYTEST, "-m", "not slow", *(f"tests/{name}" for name in files), cwd=project, timeout=1800)
     assert result.returncode == 0, failures(result)
     assert " passed" in result.stdout
 
 
-def make_yours(project: Path, table: Path) -> None:
+def make_yours(project: Path) -> None:
     """The minimal example, made to be replaced, made a user's as a walk made it (their data the default,
     the best checkpoint by val/f1): 7 of its tests went by the example's data (its columns, its files, its
     class count) and failed with no bug to find. Here a table of a user's: text labels in a column named
-    otherwise, features on other scales (the digits' suite runs the tests' image branches)."""
-    rng = np.random.default_rng(0)
+    otherwise, features on other scales (the digits' suite runs the tests' image branches), in data/ as
+    the blobs are (a walk's there broke 63 tests: their runs read data/ in a folder of their own)."""
+    rng, table = np.random.default_rng(0), project / "data" / "trees.csv"
+    table.parent.mkdir()
     with table.open("w", newline="") as file:
         writer = csv.writer(file)
         writer.writerow(["length", "width", "weight", "depth", "species"])
@@ -338,7 +358,7 @@ def make_yours(project: Path, table: Path) -> None:
     configs = project / "src" / "my_project" / "configs"
     for path, old, new in [
         ("train.yaml", "  - data: blobs\n", "  - data: csv\n"),
-        ("data/csv.yaml", "path: ???", f"path: {table}"),
+        ("data/csv.yaml", "path: ???", "path: ${paths.data_dir}/trees.csv"),
         ("data/csv.yaml", "target: ???", "target: species"),
         ("callbacks/model_checkpoint.yaml", "val_acc_{val/acc:.4f}", "val_f1_{val/f1:.4f}"),
         ("callbacks/model_checkpoint.yaml", "monitor: val/acc\n", "monitor: val/f1\n"),

@@ -68,9 +68,12 @@ def trainer_stop_at(hook: str, dirpath: Path, name: str = "SIGTERM") -> str:
 def pytest_configure(config: pytest.Config) -> None:
     """Under pytest-xdist (make test) the workers share the cores: one torch thread pool each. The runs
     a test starts take Ctrl+C as from a terminal, also when this suite runs as a script's background job
-    (`make test &`), which starts with SIGINT ignored and hands that to every process it starts."""
+    (`make test &`), which starts with SIGINT ignored and hands that to every process it starts. Runs
+    log in each test's folder and read the data where yours do (DATA_DIR, else the project's data/): a
+    default data config of yours at `${paths.data_dir}/<file>` is found, and the examples' written once."""
     if workers := int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0")):
         os.environ.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // workers)))
+    os.environ.setdefault("DATA_DIR", str(ROOT / "data"))
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
