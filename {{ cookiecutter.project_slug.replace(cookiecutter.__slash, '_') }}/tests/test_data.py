@@ -279,12 +279,12 @@ def test_folds_are_disjoint_cover_the_data_outside_the_test_set_and_keep_it(tmp_
         (
             {"t.csv": b"a,y\\n1,x\\nz,w\\n"},
             ["data=csv", "data.path={tmp}/t.csv", "data.target=y"],
-            "a row does not fit: {'a': 'z'}; data.features: columns of numbers",
+            "a row does not fit: {'a': 'z'}; data.features: numbers, none blank",
         ),
         (
             {"t.csv": b"a,y\\n1,x\\n,w\\n"},
             ["data=csv", "data.path={tmp}/t.csv", "data.target=y"],
-            "{'a': ''}",
+            "{'a': ''}; data.features: numbers, none blank",  # a blank: the message says they are refused
         ),
         (
             {"t.csv": b"a,y\\n1,x\\n2,\\n3, \\n4\\n"},  # no label: blank, or a row cut short

@@ -75,7 +75,7 @@ def test_a_value_left_out_or_of_the_wrong_type_is_named_before_torch_loads(
         (["data=csv", "data.path=/no/such.csv", "data.target=y"], "data.path='/no/such.csv': no such file."),
         (
             ["data=csv", "data.path={cities}", "data.target=y", "model/net=mlp"],
-            "a row does not fit: {'size': '1', 'city': 'paris'}; data.features: columns of numbers",
+            "a row does not fit: {'size': '1', 'city': 'paris'}; data.features: numbers, none blank",
         ),
         (
             ["data=image_folder", "data.root={images}", "data.image_size=[8,8,3]"],

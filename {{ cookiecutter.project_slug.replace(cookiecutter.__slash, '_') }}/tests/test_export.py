@@ -54,7 +54,7 @@ def test_onnx_model_runs_without_project_code(exported: dict, tmp_path: Path) ->
         "import json, sys, numpy, onnxruntime\n"
         "session = onnxruntime.InferenceSession(sys.argv[1])\n"
         "meta = json.loads(session.get_modelmeta().custom_metadata_map['metadata'])\n"
-        "x = numpy.zeros([3, *meta['input']['shape'][1:]], dtype=numpy.float32)\n"
+        "x = numpy.zeros([3, *meta['input']['shape'][1:]], dtype=meta['input']['dtype'])\n"  # numpy's name
         "(logits,) = session.run(None, {meta['input']['name']: x})\n"
         "print(json.dumps({'shape': list(logits.shape), 'classes': meta['class_names']}))\n"
     )

@@ -23,7 +23,7 @@ def export(cfg: DictConfig) -> Path:  # writes model.onnx and model.json; return
     checkpoint = runs.read_checkpoint(cfg.get("ckpt_path"))
     model = Classifier.load_from_checkpoint(cfg.ckpt_path, map_location="cpu", weights_only=True).eval()
     example = torch.zeros(2, *model.hparams.input_shape)
-    inputs = {"name": "inputs", "shape": ["batch", *example.shape[1:]], "dtype": str(example.dtype)}
+    inputs = {"name": "inputs", "shape": ["batch", *example.shape[1:]], "dtype": "float32"}  # numpy's name
     metadata = {"input": inputs, "output": {"name": "logits", "shape": ["batch", len(model.class_names)]}}
     metadata |= {"class_names": model.class_names, "data": checkpoint.get("resumable", {}).get("data")}
     path = Path(cfg.paths.output_dir) / "model.onnx"

@@ -58,7 +58,7 @@ class CSVDataModule(LabelledDataModule):
             return torch.tensor([float(row[name]) for name in self.features])
         except (KeyError, TypeError, ValueError):
             given = {name: row.get(name, "<no such column>") for name in self.features}  # the odd ones show
-            raise ValueError(f"a row does not fit: {given}; data.features: columns of numbers") from None
+            raise ValueError(f"a row does not fit: {given}; data.features: numbers, none blank") from None
 
     def load(self) -> tuple[Dataset, Sequence[int]]:
         labels = [self.class_names.index(row[self.target]) for row in self.rows]
