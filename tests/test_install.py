@@ -1,5 +1,6 @@
 """The project installs as a normal wheel and runs from any directory: its configs ship inside."""
 
+import shutil
 import zipfile
 from pathlib import Path
 
@@ -68,3 +69,24 @@ def test_installed_optuna_project_finds_its_sweeper(tmp_path: Path) -> None:
     command = ("python", "-m", "my_project.train", "-m", "hparams_search=optuna", "hydra.sweeper.pruner=x")
     result = run(*command, cwd=tmp_path, PYTHONPATH=str(site))
     assert result.returncode == 1 and "hydra.sweeper.pruner=x: no such pruner" in result.stderr, result.stderr
+
+
+def test_docker_train_image_copies_all_its_wheel_needs(tmp_path: Path) -> None:
+    """The train stage installs the project from the files its COPY lines name: the same wheel as the
+    whole project's (a walk's had no LICENSE: pyproject.toml's license-files, quietly left out)."""
+    project = bake(tmp_path / "baked", docker=True)
+    dockerfile = (project / "Dockerfile").read_text().split("FROM base AS dev")[0]
+    context = tmp_path / "context"
+    for line in [line.split()[1:] for line in dockerfile.splitlines() if line.startswith("COPY ")]:
+        for source in line[:-1]:  # a folder: its contents, as Docker copies it
+            if (project / source).is_dir():
+                shutil.copytree(project / source, context / line[-1], dirs_exist_ok=True)
+            else:
+                (context / line[-1]).mkdir(parents=True, exist_ok=True)
+                shutil.copy(project / source, context / line[-1])
+    names = []
+    for built in (build_wheel(context, tmp_path / "image"), build_wheel(project, tmp_path / "project")):
+        with zipfile.ZipFile(built) as archive:
+            names.append(sorted(archive.namelist()))
+    assert names[0] == names[1]
+    assert any(name.endswith("licenses/LICENSE") for name in names[0])
