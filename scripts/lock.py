@@ -6,7 +6,9 @@
   Where Python 3.10 needs older versions (numpy 2.4 needs 3.11), a project whose answer is
   3.10 pins both, with environment markers; pip resolves those under a Python 3.10 interpreter.
 
-Run after changing a dependency: `make lock` (it needs python3.10 and the package registry).
+Run after changing a dependency: `make lock` (it needs python3.10 and the package registry). It takes
+no arguments. Packages installed from a folder or file (`make demo`'s project, `pip install -e .`) are
+left out: the registry has no such pins.
 """
 
 import glob
@@ -14,10 +16,11 @@ import json
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
 import zipfile
 from collections.abc import Callable, Iterable
-from importlib.metadata import PackageNotFoundError, distribution, distributions
+from importlib.metadata import Distribution, PackageNotFoundError, distribution, distributions
 from pathlib import Path
 
 from packaging.markers import default_environment
@@ -208,12 +211,22 @@ def project_lock() -> str:
     )
 
 
+def from_the_registry(dist: Distribution) -> bool:
+    """Not pip or setuptools, nor installed from a folder or file (PEP 610's direct_url.json)."""
+    name = canonical(dist.metadata["Name"])
+    return name not in {"pip", "setuptools"} and dist.read_text("direct_url.json") is None
+
+
 def main() -> None:
-    installed = {canonical(d.metadata["Name"]): d for d in distributions()}
+    if arguments := sys.argv[1:]:  # `--help` once wrote both locks
+        print(__doc__)
+        raise SystemExit(
+            0 if arguments[0] in ("-h", "--help") else f"lock.py takes no arguments: {arguments}"
+        )
+    installed = {canonical(d.metadata["Name"]): d for d in distributions() if from_the_registry(d)}
     (ROOT / "constraints.txt").write_text(
         "# Every package of the template's environment: the exact set `make setup` and CI install.\n"
-        "# Written by scripts/lock.py.\n"
-        + "".join(f"{pin(n)}\n" for n in sorted(installed) if n not in {"pip", "setuptools"})
+        "# Written by scripts/lock.py.\n" + "".join(f"{pin(n)}\n" for n in sorted(installed))
     )
     PROJECT_LOCK.write_text(project_lock())
 

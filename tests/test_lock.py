@@ -2,11 +2,13 @@
 
 import re
 import tomllib
+from importlib.metadata import PathDistribution
 from pathlib import Path
 
+import lock
 import pytest
 from conftest import bake
-from lock import OLDEST, canonical, closure, interpreter, resolve
+from lock import OLDEST, canonical, closure, from_the_registry, interpreter, resolve
 from packaging.requirements import Requirement
 
 
@@ -65,3 +67,25 @@ def test_lock_resolves_on_the_other_pythons(python: str, tmp_path: Path) -> None
             assert pins.setdefault(name, version) == version, f"{name} pinned differently by answer"
     installed = resolve(python, requirements, [f"{n}=={v}" for n, v in pins.items()])
     assert {name: meta["version"] for name, meta in installed.items()} == pins
+
+
+def test_lock_takes_no_arguments_and_pins_only_what_the_registry_has(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A maintainer's `lock.py --help` rewrote both locks; after `make demo` (its project installed into
+    .venv from build/), `make lock` would have pinned my-project==0.1.0, which no registry has."""
+    monkeypatch.setattr(lock, "ROOT", tmp_path)  # were the arguments taken, the locks written go here
+    monkeypatch.setattr(lock, "PROJECT_LOCK", tmp_path / "project-constraints.txt")
+    monkeypatch.setattr(lock, "project_lock", lambda: "")
+    for argument, code in (("--help", 0), ("--check", "lock.py takes no arguments: ['--check']")):
+        monkeypatch.setattr("sys.argv", ["lock.py", argument])
+        with pytest.raises(SystemExit) as stop:
+            lock.main()
+        assert stop.value.code == code and not list(tmp_path.iterdir())
+    for name, direct_url in (("mine", '{"url": "file:///p", "dir_info": {"editable": true}}'), ("numpy", "")):
+        (info := tmp_path / f"{name}-1.0.dist-info").mkdir()
+        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n")
+        if direct_url:  # as pip records a package installed from a folder or a file (PEP 610)
+            (info / "direct_url.json").write_text(direct_url)
+    found = [from_the_registry(PathDistribution(tmp_path / f"{n}-1.0.dist-info")) for n in ("mine", "numpy")]
+    assert found == [False, True]
