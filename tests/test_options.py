@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import INTERACTING, TEMPLATE, answer_sets, bake, first_with_suite, run, runs_own_suite
+from conftest import CYCLED, INTERACTING, TEMPLATE, answer_sets, bake, first_with_suite, run, runs_own_suite
 from lock import interpreter
 
 # Not `}}` alone: nested OmegaConf interpolations end with it.
@@ -411,6 +411,22 @@ def test_minimal_project_passes_its_slow_tests(tmp_path: Path) -> None:
     result = run(*PYTEST, "-n", "2", "-m", "slow and not slurm", *DATA_PATH_SLOW, cwd=project, timeout=2400)
     assert result.returncode == 0, failures(result)
     assert " passed" in result.stdout
+
+
+def test_the_matrix_bakes_every_answer_and_runs_suites_of_each() -> None:
+    """The matrix lists cookiecutter.json's choices, defaults first (a value added there alone was never
+    baked: a maintainer's walk got a 1-byte LICENSE that every test passed), and the sets that run their
+    own suite hold every value of every option, as the README says (one more license re-paired them)."""
+    choices = json.loads((TEMPLATE / "cookiecutter.json").read_text())
+    questions = {key: value for key, value in choices.items() if isinstance(value, list | bool)}
+    asked = {
+        key: value if isinstance(value, list) else [value, not value] for key, value in questions.items()
+    }
+    assert asked == {**INTERACTING, **CYCLED}
+    suites = [answers for answers in answer_sets() if runs_own_suite(answers)]
+    assert {key: sorted({str(a[key]) for a in suites}) for key in asked} == {
+        key: sorted(map(str, values)) for key, values in asked.items()
+    }
 
 
 def test_template_readme_documents_every_option() -> None:
