@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: setup demo test test-fast lint bench lock clean
+.PHONY: setup demo test test-fast lint bench lock clean help
 
 setup: $(VENV)/.done  ## create .venv with everything the template and every option need
 
@@ -37,5 +37,8 @@ bench: setup  ## bake time, then a baked project's start-up, end to end and samp
 lock: setup  ## rewrite both locks from .venv after changing a dependency
 	$(PY) scripts/lock.py
 
-clean:
+clean:  ## remove .venv and build/
 	rm -rf $(VENV) build
+
+help:  ## list these commands
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
