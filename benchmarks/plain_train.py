@@ -24,9 +24,10 @@ from PIL import Image
 from sklearn.model_selection import train_test_split
 from torch.utils.data import DataLoader, Dataset, Subset
 
-# The template's defaults: configs/data/_common.yaml, model/classifier.yaml, model/net/cnn.yaml, train.yaml.
+# The template's defaults: configs/data/_common.yaml, model/classifier.yaml, model/net/cnn.yaml, train.yaml,
+# trainer/default.yaml (tests/test_benchmarks.py compares them).
 BATCH_SIZE, VAL_FRACTION, TEST_FRACTION, SPLIT_SEED, SEED = 64, 0.15, 0.15, 0, 42
-LR, WEIGHT_DECAY, WIDTH, DROPOUT = 0.003, 0.01, 32, 0.2
+LR, WEIGHT_DECAY, WIDTH, DROPOUT, EPOCHS = 0.003, 0.01, 32, 0.2, 20
 
 
 class Images(Dataset):
@@ -98,6 +99,6 @@ def main(project: Path, epochs: int) -> None:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("project", type=Path, help="a baked project, whose data/digits exists")
-    parser.add_argument("--epochs", type=int, default=20)
+    parser.add_argument("--epochs", type=int, default=EPOCHS)
     args = parser.parse_args()
     main(args.project.resolve(), args.epochs)

@@ -140,6 +140,7 @@ def test_plain_script_trains_as_the_default_config_says(default_project: Path) -
         "split_seed": ours.SPLIT_SEED,
     }
     assert read("train.yaml")["seed"] == ours.SEED
+    assert read("trainer/default.yaml")["max_epochs"] == ours.EPOCHS  # the benchmark's "default run"
     assert model["optimizer"] == {
         "_target_": "torch.optim.AdamW",
         "lr": ours.LR,
