@@ -219,7 +219,8 @@ def test_license_matches_the_answer(project: Path, answers: dict) -> None:
     titles = {"MIT": "MIT License", "Apache-2.0": "Apache License", "BSD-3-Clause": "BSD 3-Clause License"}
     if answers["license"] != "none":
         text = (project / "LICENSE").read_text()
-        assert titles[answers["license"]] in text
+        assert titles[answers["license"]] in text.splitlines()[0]  # the first line, as published (centred)
+        assert answers["license"] != "Apache-2.0" or text.startswith(" " * 33 + "Apache License\n")
         assert answers["license"] == "Apache-2.0" or "Your Name" in text
 
 
