@@ -434,3 +434,4 @@ def test_template_readme_documents_every_option() -> None:
     readme = (TEMPLATE / "README.md").read_text()
     options = [k for k in json.loads((TEMPLATE / "cookiecutter.json").read_text()) if not k.startswith("_")]
     assert [option for option in options if f"`{option}`" not in readme] == []
+    assert re.findall(r"\S*://\S*", readme) == []  # it links nothing outside the repository
