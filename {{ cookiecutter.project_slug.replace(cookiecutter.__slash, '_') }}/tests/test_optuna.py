@@ -180,6 +180,21 @@ def test_a_study_of_failed_trials_alone_continues_for_another_metric(tmp_path: P
     assert [trial.state.name for trial in load(tmp_path, "typo").trials] == ["FAIL", "COMPLETE"]
 
 
+def test_a_study_of_failed_trials_alone_keeps_a_parameter_s_kind_and_choices(tmp_path: Path) -> None:
+    # Optuna's storage binds them in failed trials too: a walk's choice, fixed after its only trial failed,
+    # ended in Optuna's own words ("does not support dynamic value space"), a trial left running each time.
+    bad = run_script("train.py", *search("c", 1, "model.net.dropout=choice(2.0, 3.0)"), cwd=tmp_path)
+    assert bad.returncode == 1 and [trial.state.name for trial in load(tmp_path, "c").trials] == ["FAIL"]
+    for other in "choice(0.1, 0.2)", "interval(0.0, 0.2)":
+        result = run_script("train.py", *search("c", 1, f"model.net.dropout={other}"), cwd=tmp_path)
+        message = "its trial 0 searched model.net.dropout as CategoricalDistribution(choices=(2.0, 3.0)), now"
+        assert result.returncode == 1 and message in result.stderr, result.stderr[-3000:]
+        assert "hydra.sweeper.study_name=<new name>" in result.stderr
+    assert [trial.state.name for trial in load(tmp_path, "c").trials] == ["FAIL"]
+    fixed = search("c", 1, "model.net.dropout=0.1")  # not searched: the study continues
+    assert run_script("train.py", *fixed, cwd=tmp_path).returncode == 0
+
+
 def test_a_search_of_ddp_trials_is_one_search(tmp_path: Path) -> None:
     # Lightning starts a trial's second rank as `python train.py <its overrides>`, hparams_search=optuna
     # among them: that rank ran a search of its own, and was left running when the command ended.
