@@ -29,6 +29,10 @@ def test_cross_validation_multirun_writes_a_summary(tmp_path: Path) -> None:
     assert summary["metrics"]["test/acc"]["std"] == pytest.approx(
         torch.tensor(accuracies).std().item(), abs=1e-6
     )
+    # The console's line: the cross-validated estimate, each fold's best on its own validation (a walk
+    # read the test set's mean there: one test set, scored by each fold's model).
+    mean, std = (summary["metrics"]["val/acc_best"][key] for key in ("mean", "std"))
+    assert f"3 jobs; val/acc_best {mean:.4f} ± {std:.4f}." in result.stdout + result.stderr
 
 
 @pytest.mark.slow

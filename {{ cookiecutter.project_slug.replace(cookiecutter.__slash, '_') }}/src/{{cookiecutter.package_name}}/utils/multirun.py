@@ -51,6 +51,6 @@ class MultirunSummary(Callback):
         for key in sorted({key for job in jobs for key in job["metrics"]}):
             if seen := [v for job in jobs if isinstance(v := job["metrics"].get(key), float)]:
                 spread[key] = {"mean": fmean(seen), "std": stdev(seen) if seen[1:] else 0.0, "n": len(seen)}
-        tests = ", ".join(f"{k} {v['mean']:.4f} ± {v['std']:.4f}" for k, v in spread.items() if "test" in k)
+        bests = ", ".join(f"{k} {v['mean']:.4f} ± {v['std']:.4f}" for k, v in spread.items() if "best" in k)
         write_json(sweep / "summary.json", {"jobs": jobs, "metrics": spread})
-        log.info(f"{len(jobs)} jobs; {tests or 'no test metrics'}. Summary: {sweep / 'summary.json'}")
+        log.info(f"{len(jobs)} jobs; {bests or 'no best-so-far metric'}. Summary: {sweep / 'summary.json'}")
