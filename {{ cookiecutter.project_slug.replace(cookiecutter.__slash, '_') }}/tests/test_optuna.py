@@ -13,17 +13,16 @@ from pathlib import Path
 
 import optuna
 import pytest
-from conftest import ROOT, compose_config, continue_command, run_script, script_env
+from conftest import ROOT, compose_config, continue_command, metrics, run_script, script_env
 
 from {{ cookiecutter.package_name }}.utils.optuna_settings import make, open_storage, search_space
 from {{ cookiecutter.package_name }}.utils.optuna_sweeper import here, tell
 from {{ cookiecutter.package_name }}.utils.runs import EXIT_CODE, ConfigError
 
-# Tiny trials: 2 epochs of 3 batches, validated on 2, no test, nothing drawn.
+# Tiny trials: 2 epochs of 3 batches, validated on 2, nothing drawn (and no test: the search's config).
 TINY = [
     "debug=limit",
     "trainer.max_epochs=2",
-    "test=false",
     "logger=csv",
     "data.batch_size=64",
     "model/net=mlp",
@@ -70,8 +69,8 @@ def test_search_prunes_a_bad_region_and_its_best_config_trains_to_the_best_value
     study, sweep = load(tmp_path, "lr"), sweep_dir(tmp_path, "lr")
     states = {t.number: t.state.name for t in study.trials}
     assert sorted(states) == list(range(8)) and set(states.values()) == {"COMPLETE", "PRUNED"}, states
-    for trial in study.trials:  # each trial is a finished run; a pruned one says so, and stopped early
-        assert (sweep / str(trial.number) / "metrics.json").is_file()
+    for trial in study.trials:  # each trial is a finished run, untested; a pruned one says so, stopped early
+        assert not [key for key in metrics(sweep / str(trial.number)) if key.startswith("test/")]
         marker = sweep / str(trial.number) / "pruned.json"
         assert marker.is_file() == (trial.state.name == "PRUNED")
         if marker.is_file():
@@ -87,8 +86,8 @@ def test_search_prunes_a_bad_region_and_its_best_config_trains_to_the_best_value
 
     # The search wrote configs/experiment/lr_best.yaml into the project root.
     monkeypatch.setenv("PROJECT_ROOT", str(tmp_path))
-    metrics = train(compose_config("train", tmp_path / "best", ["experiment=lr_best"]))
-    assert metrics["val/acc_best"] == pytest.approx(study.best_value, abs=1e-6)
+    best = train(compose_config("train", tmp_path / "best", ["experiment=lr_best"]))  # the test set's turn
+    assert best["val/acc_best"] == pytest.approx(study.best_value, abs=1e-6) and "test/acc" in best
 
 
 def trials_run_by(log: Path) -> list[int]:
