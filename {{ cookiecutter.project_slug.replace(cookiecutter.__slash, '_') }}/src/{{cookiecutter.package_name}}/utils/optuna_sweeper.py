@@ -85,13 +85,13 @@ class OptunaSweeper(Sweeper):
         if known := study.get_trials(deepcopy=False):
             sampler.reseed_rng()  # seeded, it would draw the study's first points again
         for trial in known:  # failed ones too: Optuna's storage keeps a parameter's kind, a choice's options
-            for key, was in [(key, was) for key, was in trial.distributions.items() if key in space]:
+            for key, old in [(key, old) for key, old in trial.distributions.items() if key in space]:
                 try:  # the storage's own rule (else its ValueError, and a trial left running each time)
-                    optuna.distributions.check_distribution_compatibility(was, space[key])
+                    optuna.distributions.check_distribution_compatibility(old, space[key])
                 except ValueError as error:
                     raise ConfigError(
                         f"Study {study.study_name} in {url}: its trial {trial.number} searched {key} as "
-                        f"{was}, now {space[key]}: Optuna refuses it ({error}). Search {key} as before, or "
+                        f"{old}, now {space[key]}: Optuna refuses it ({error}). Search {key} as before, or "
                         "start another study (hydra.sweeper.study_name=<new name>)."
                     ) from None
         binding = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.RUNNING)  # not failed ones: a typo's
