@@ -226,7 +226,8 @@ def test_license_matches_the_answer(project: Path, answers: dict) -> None:
 
 def test_make_uses_the_projects_venv_activated_or_not(project: Path) -> None:
     """`make test` in a new shell, the venv not activated: its python, not one without the packages."""
-    make = lambda *more: run("make", "-n", "test", "debug", *more, cwd=project, MAKEFLAGS="").stdout  # noqa: E731
+    dry = ("make", "--no-print-directory", "-n", "test", "debug")  # under make test too: no "Entering..."
+    make = lambda *more: run(*dry, *more, cwd=project, MAKEFLAGS="").stdout  # noqa: E731
     assert make().startswith("python -m pytest")  # no .venv: the python on PATH
     (venv := project / ".venv" / "bin").mkdir(parents=True)
     (venv / "python").symlink_to(sys.executable)
