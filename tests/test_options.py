@@ -1,5 +1,6 @@
 """Every answer set gives a project that is complete, clean, valid for its tools, and passes its tests."""
 
+import ast
 import csv
 import json
 import re
@@ -429,6 +430,16 @@ def test_the_matrix_bakes_every_answer_and_runs_suites_of_each() -> None:
     assert {key: sorted({str(a[key]) for a in suites}) for key in asked} == {
         key: sorted(map(str, values)) for key, values in asked.items()
     }
+
+
+def test_the_tests_conftest_orders_and_skips_by_name_exist() -> None:
+    """conftest names the longest tests (run first) and those `--fast` skips: a test renamed would
+    drop out of both silently, and `make test` would queue a long one last."""
+    import conftest
+
+    trees = [ast.parse(path.read_text()) for path in Path(__file__).parent.glob("test_*.py")]
+    defined = {node.name for tree in trees for node in ast.walk(tree) if isinstance(node, ast.FunctionDef)}
+    assert [n for n in (*conftest.longest(), *conftest.OTHER_SETS) if n.split("[")[0] not in defined] == []
 
 
 def test_template_readme_documents_every_option() -> None:
