@@ -72,6 +72,12 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         metafunc.parametrize("answers", sets, ids=[answer_id(a) for a in sets], scope="module")
 
 
+@pytest.fixture(scope="module")
+def project(answers: dict, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The answer set's project, baked once for each test file that takes it."""
+    return bake(tmp_path_factory.mktemp("baked"), **answers)
+
+
 def first_with_suite(example: str) -> dict:
     """The first answer set of `example` that runs its own suite."""
     return next(a for a in answer_sets() if a["example"] == example and runs_own_suite(a))

@@ -12,11 +12,6 @@ from lock import OLDEST, canonical, closure, from_the_registry, interpreter, res
 from packaging.requirements import Requirement
 
 
-@pytest.fixture(scope="module")
-def project(answers: dict, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return bake(tmp_path_factory.mktemp("locked"), **answers)
-
-
 def declared(project: Path) -> list[str]:
     meta = tomllib.loads((project / "pyproject.toml").read_text())["project"]
     return meta["dependencies"] + meta["optional-dependencies"]["dev"]

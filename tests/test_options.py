@@ -108,11 +108,6 @@ def expected_files(answers: dict) -> set[str]:
     return files
 
 
-@pytest.fixture(scope="module")
-def project(answers: dict, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return bake(tmp_path_factory.mktemp("baked"), **answers)
-
-
 def test_exactly_the_expected_files(project: Path, answers: dict) -> None:
     found = {p.relative_to(project).as_posix() for p in project.rglob("*") if p.is_file()}
     assert found == expected_files(answers)
