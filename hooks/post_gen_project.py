@@ -40,7 +40,7 @@ def unwanted(answers: dict) -> list[str]:
         "tests/test_optuna.py": not optuna,
         # Infrastructure.
         f"{configs}/hydra/launcher": not answers["slurm"],
-        f"{pkg}/utils/slurm_check.py": not answers["slurm"],
+        f"{pkg}/utils/slurm_launcher.py": not answers["slurm"],
         "scripts/slurm": not answers["slurm"],
         "tests/test_slurm.py": not answers["slurm"],
         "tests/slurm_cluster.py": not answers["slurm"],

@@ -92,7 +92,7 @@ def expected_files(answers: dict) -> set[str]:
     if answers["slurm"]:
         files |= {
             f"{cfg}/hydra/launcher/slurm.yaml",
-            f"{pkg}/utils/slurm_check.py",
+            f"{pkg}/utils/slurm_launcher.py",
             "scripts/slurm/train.sbatch",
             "tests/test_slurm.py",
             "tests/slurm_cluster.py",

@@ -19,6 +19,7 @@ from conftest import (
     QUICK,
     assert_same_run,
     compose_config,
+    continue_command,
     free_port,
     metrics,
     run_dirs,
@@ -107,6 +108,10 @@ def test_run_name_is_shared_by_the_ranks_of_a_launch(monkeypatch: pytest.MonkeyP
     assert run_name() == "slurm-4242"
     monkeypatch.setenv("SLURM_ARRAY_TASK_ID", "3")
     assert run_name() == "slurm-4242_3"
+    monkeypatch.setenv("SLURM_STEP_ID", "0")  # the job's first srun (a requeued job's too)
+    assert run_name() == "slurm-4242_3"
+    monkeypatch.setenv("SLURM_STEP_ID", "2")  # its third: a run of its own
+    assert run_name() == "slurm-4242_3.2"
     monkeypatch.setenv("SLURM_JOB_NAME", "interactive")  # salloc: not a batch job
     assert run_name() == "torchrun-5f3a"
     monkeypatch.setenv("RUN_NAME", "my-run")
@@ -169,6 +174,26 @@ def test_a_restarted_torchrun_continues_its_run_to_the_same_end(two_processes: P
     (run,) = run_dirs(tmp_path / "logs")
     assert f"checkpoint path at {run / 'checkpoints' / 'last.ckpt'}" in result.stdout + result.stderr
     assert_same_run(run, two_processes, failed_start=True)  # rank 0 failed, and logged the epoch's rate
+
+
+@pytest.mark.slow
+def test_a_stopped_torchrun_prints_the_torchrun_that_continues_it_to_the_same_end(
+    two_processes: Path, tmp_path: Path
+) -> None:
+    # Rank 0 signalled mid-way through the second epoch: both ranks stop. The printed command was
+    # `python train.py resume=...`, which went on in one process: another order of the epoch's rest.
+    launcher = ["-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
+    epoch = torch.load(two_processes / "checkpoints" / "last.ckpt", weights_only=True)["global_step"] // 3
+    stop = stop_at("on_train_batch_start", step=epoch + 2, rank=0)
+    stopped = run_script("train.py", *TORCHRUN, *stop, cwd=tmp_path, launcher=launcher, **ONE_THREAD)
+    assert stopped.returncode != 0 and "Stopped at step" in stopped.stdout, stopped.stderr[-3000:]
+    torchrun, *options, script, resume = continue_command(stopped.stdout)
+    assert (torchrun, options, script) == ("torchrun", ["--standalone", "--nproc-per-node=2"], "train.py")
+    launcher = ["-m", "torch.distributed.run", *options]
+    resumed = run_script(script, resume, cwd=tmp_path, launcher=launcher, **ONE_THREAD)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    (run,) = run_dirs(tmp_path / "logs")
+    assert_same_run(run, two_processes)
 
 
 @pytest.mark.slow

@@ -10,6 +10,8 @@ run here without SLURM, to the bit.
 import json
 import os
 import re
+import shlex
+import signal
 import subprocess
 import sys
 import time
@@ -19,7 +21,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import CONFIG_MODULE, ROOT, assert_same_run, compose_config, free_port, run_script
+from conftest import CONFIG_MODULE, ROOT, assert_same_run, compose_config, free_port, run_script, script_env
 from slurm_cluster import ENDED, Cluster, started_cluster, unavailable
 
 SBATCH = ROOT / "scripts" / "slurm" / "train.sbatch"
@@ -229,6 +231,31 @@ def test_a_job_that_asks_for_a_gpu_on_a_node_without_one_fails_rather_than_train
     assert "No supported gpu backend found" in output and not list(tmp_path.rglob("*.ckpt"))
 
 
+@pytest.mark.slow
+@pytest.mark.slurm
+def test_each_srun_of_a_job_trains_a_run_of_its_own_and_a_requeue_finds_them(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    """Two trainings in one job (`srun python train.py ...; srun python train.py ...`): the second,
+    step 1, is `slurm-<job>.1`, not the first run found finished (or, with other overrides, refused
+    as a resume); the job requeued counts its steps from 0 again and each finds its own run ended."""
+    srun = shlex.join(["srun", "python", "train.py", *TINY, "trainer.max_epochs=1"])
+    options = ["--parsable", "--cpus-per-task=1", "--mem=1G", f"--output={tmp_path}/slurm-%j.out"]
+    wrap = f"--wrap={srun} && {srun} model/net=mlp"
+    submitted = cluster.command("sbatch", *options, wrap, cwd=ROOT, env=job_env(cluster, tmp_path))
+    job_id = submitted.stdout.strip().split(";")[0]
+    assert ended(cluster.wait(job_id)) == ("COMPLETED", "0:0", "0"), job_output(tmp_path, job_id)[-3000:]
+    runs = tmp_path / "logs" / "train" / "runs"
+    assert sorted(p.name for p in runs.iterdir()) == [f"slurm-{job_id}", f"slurm-{job_id}.1"]
+    assert "nets.mlp.MLP" in (runs / f"slurm-{job_id}.1" / "config.yaml").read_text()
+    ends = {path: path.read_bytes() for path in runs.glob("*/metrics.json")}
+    cluster.command("scontrol", "requeue", job_id)
+    record, output = cluster.wait(job_id, restarts=1), job_output(tmp_path, job_id)
+    assert ended(record) == ("COMPLETED", "0:0", "1"), output[-3000:]
+    assert {path: path.read_bytes() for path in runs.glob("*/metrics.json")} == ends and len(ends) == 2
+    assert output.count("is finished (it has metrics.json): nothing to do") == 2
+
+
 # The first is the default learning rate: its job trains as `one_process` does.
 SWEPT = ("model.optimizer.lr=0.003", "model.optimizer.lr=0.001")
 
@@ -261,11 +288,36 @@ def test_multirun_through_submitit_runs_on_the_cluster_and_a_stopped_job_continu
     assert sorted(p.parent.name for p in sweep_dir.glob("*/metrics.json")) == ["0", "1"]
     summary = json.loads((sweep_dir / "summary.json").read_text())
     assert [job["overrides"][0] for job in summary["jobs"]] == list(SWEPT)
+    assert "2 jobs; val/acc_best" in result.stdout + result.stderr  # on the console: not the jobs' alone
     # Job 0 was requeued, continued in its directory and ended as if never stopped; job 1 ran once.
     assert_same_run(sweep_dir / "0", one_process)
     second = first.removesuffix("_0") + "_1"
     assert ended(cluster.wait(first, restarts=1)) == ("COMPLETED", "0:0", "1")
     assert ended(cluster.wait(second)) == ("COMPLETED", "0:0", "0")
+
+
+@pytest.mark.slow
+@pytest.mark.slurm
+def test_ctrl_c_on_the_slurm_launcher_stops_waiting_and_says_how_to_stop_the_jobs(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    # It said "stopping at the next safe point", then waited for the jobs to end, and exited 0.
+    sweep = ("hydra/launcher=slurm", "hydra.launcher.cpus_per_task=1", "hydra.launcher.mem_gb=1")
+    command = [sys.executable, str(ROOT / "train.py"), "-m", *sweep, SWEPT[0], *TINY]
+    command += pause_for_signal(tmp_path / "paused")  # the job waits there (up to 120 s) while it is cut
+    env, out = script_env(tmp_path, **cluster.env, **THREADS), subprocess.PIPE
+    with subprocess.Popen(command, cwd=tmp_path, env=env, stdout=out, stderr=subprocess.STDOUT) as launcher:
+        deadline = time.monotonic() + 180
+        while not (tmp_path / "paused.0").exists():
+            assert launcher.poll() is None and time.monotonic() < deadline, "the job did not reach its pause"
+            time.sleep(0.2)
+        launcher.send_signal(signal.SIGINT)
+        output = launcher.communicate(timeout=30)[0].decode()
+    (array,) = [p.name for p in tmp_path.glob("logs/train/multiruns/*/.submitit/*") if p.name.isdigit()]
+    assert launcher.returncode == 1 and f"`scancel {array}` stops them" in output, output[-3000:]
+    assert cluster.job(array)["JobState"] == "RUNNING"  # the job goes on, until cancelled
+    cluster.command("scancel", array)
+    assert ended(cluster.wait(array))[0] == "CANCELLED"
 
 
 def pause_for_signal(marker: Path) -> tuple[str, ...]:

@@ -1,5 +1,4 @@
-"""Stop on a signal and resume exactly, where Lightning stops on SIGTERM alone (exit 0), hangs under DDP
-if one rank is signalled, saves no random state, steps plateaus late, refreezes backbones (test_resume.py)."""
+"""Stop on any signal, resume exactly: Lightning's exits 0, hangs DDP, loses random state (test_resume.py)."""
 
 import os
 import subprocess

@@ -38,13 +38,14 @@ class TrainingError(CompactHydraException): ...  # training cannot go on (a non-
 class Stopped(SystemExit):  # resumable: EXIT_CODE (other ranks 0, or DDP's launcher kills rank 0)
     def __init__(self, run: Path, step: int) -> None:
         super().__init__(EXIT_CODE if launched_as_rank_zero() else 0)
-        at = ("'resume", run)  # a multirun's job: the multirun's command (resume= would end this job alone)
+        n = os.getenv("LOCAL_WORLD_SIZE")  # torchrun's workers: torchrun continues them
+        at = (f"torchrun --standalone --nproc-per-node={n}" if n else "python", "'resume", run)
         if self.code and (multirun := run.parent / "multirun.yaml").is_file():  # the sweeper's record of it
             saved = yaml.safe_load(multirun.read_text())["hydra"]["overrides"]  # as typed: ${...} unresolved
             again = [o for o in saved["hydra"] + saved["task"] if not o.startswith("hydra.sweep.dir=")]
-            at = (f"{shlex.join(again)} 'hydra.sweep.dir", run.parent)
+            at = (at[0], f"{shlex.join(again)} 'hydra.sweep.dir", run.parent)  # resume=: this job alone
         if self.code:  # quoted for the shell, then for Hydra: a path with spaces or ä pastes whole
-            log.warning(f'Stopped at step {step}, exit {self.code}. Continue: python train.py %s="%s"\'', *at)
+            log.warning(f'Stopped at step {step}, exit {self.code}. Continue: %s train.py %s="%s"\'', *at)
 
 
 @contextmanager
@@ -77,10 +78,10 @@ def launched_as_rank_zero() -> bool:  # global rank 0 by the launcher's environm
     return rank == os.environ.get("LOCAL_RANK", "0") == os.environ.get("NODE_RANK", "0") == "0"
 
 
-def launch_id() -> str:  # the same on every rank of one launch, and for a requeued SLURM job; else new
+def launch_id() -> str:  # the same on all ranks of one launch and for a requeued SLURM job, not its next srun
     if os.environ.get("SLURM_JOB_ID") and os.environ.get("SLURM_JOB_NAME") not in ("bash", "interactive"):
-        array = f"_{os.environ['SLURM_ARRAY_TASK_ID']}" if "SLURM_ARRAY_TASK_ID" in os.environ else ""
-        return f"slurm-{os.environ['SLURM_JOB_ID']}{array}"
+        task, step = os.environ.get("SLURM_ARRAY_TASK_ID"), os.environ.get("SLURM_STEP_ID", "0")
+        return f"slurm-{os.environ['SLURM_JOB_ID']}{f'_{task}' if task else ''}{f'.{step}' * (step != '0')}"
     if run := os.environ.get("TORCHELASTIC_RUN_ID"):  # torchrun's --rdzv-id ("none": each node's launcher)
         return f"torchrun-{run if run != 'none' else f'{socket.gethostname()}-{os.getppid()}'}"
     return f"{socket.gethostname()}-{os.getpid()}"
@@ -100,7 +101,7 @@ def holder(run: Path) -> str | None:  # "pid 12 on host x ..." if a live process
             os.kill(lock["pid"], 0)  # raises if that process has died: a stale lock
     except (OSError, ValueError):
         return None
-    return f"pid {lock['pid']} on host {lock['host']} (since {lock['since']})"
+    return f"pid {lock['pid']} on host {lock['host']} (launch {lock['launch']}, since {lock['since']})"
 
 
 @contextmanager
