@@ -296,6 +296,20 @@ def test_multirun_through_submitit_runs_on_the_cluster_and_a_stopped_job_continu
     assert ended(cluster.wait(second)) == ("COMPLETED", "0:0", "0")
 
 
+@pytest.mark.slurm
+def test_a_partition_the_cluster_lacks_is_named_before_anything_is_written(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    # submitit's sbatch failed inside the launcher: a 43-line traceback, and a multirun folder.
+    (partition,) = cluster.command("sinfo", "-h", "-o", "%R").stdout.split()
+    sweep = ("-m", "hydra/launcher=slurm", "debug=fdr")
+    result = run_script("train.py", *sweep, "hydra.launcher.partition=gpu", cwd=tmp_path, **cluster.env)
+    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr[-3000:]
+    said = f"hydra.launcher.partition=gpu: no such partition on this cluster; accepted: {partition} (sinfo)"
+    assert said in result.stderr
+    assert not (tmp_path / "logs").exists()
+
+
 @pytest.mark.slow
 @pytest.mark.slurm
 def test_ctrl_c_on_the_slurm_launcher_stops_waiting_and_says_how_to_stop_the_jobs(

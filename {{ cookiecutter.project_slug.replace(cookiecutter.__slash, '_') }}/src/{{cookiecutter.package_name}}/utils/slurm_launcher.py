@@ -1,10 +1,11 @@
-"""`hydra/launcher=slurm` as a user meets it, where submitit falls short: it fails late, with a traceback
-and a half-written multirun directory, where no SLURM scheduler answers; Ctrl+C while it waits for the
-jobs said nothing true (the jobs go on); its console never showed the results (each job logs them).
+"""`hydra/launcher=slurm` as a user meets it, where submitit falls short: with no SLURM scheduler, or a
+partition the cluster lacks, it fails late (a traceback, a half-written multirun directory); Ctrl+C while
+it waits for the jobs said nothing true (they go on); its console never showed the results.
 
 This Hydra callback (configs/hydra/default.yaml) checks before anything is written: SLURM's commands
-are there (`sbatch`) and its controller answers (`scontrol ping`). While the jobs run, Ctrl+C or SIGTERM
-stops waiting for them (a search's: after them) and says how to stop them; at the end, the summary.
+are there (`sbatch`), its controller answers (`scontrol ping`), the partition exists. While the jobs
+run, Ctrl+C or SIGTERM stops waiting for them (a search's: after them) and says how to stop them; at
+the end, the summary.
 """
 
 import shutil
@@ -42,6 +43,12 @@ class SlurmLauncherCallback(Callback):
                 "machine, leave hydra/launcher out to run the jobs one after another, or use "
                 "hydra/launcher=submitit_local. To try SLURM on one machine: apt-get install "
                 "slurm-wlm munge (Debian, Ubuntu)."
+            )
+        names = subprocess.run(["sinfo", "-h", "-o", "%R"], capture_output=True, text=True).stdout.split()
+        if (asked := config.hydra.launcher.get("partition")) and not set(str(asked).split(",")) <= set(names):
+            raise SystemExit(  # sbatch would refuse it inside submitit: a traceback, a half-written directory
+                f"hydra.launcher.partition={asked}: no such partition on this cluster; accepted: "
+                f"{', '.join(names)} (sinfo), or null for the cluster's default."
             )
         if not str(config.hydra.sweeper.get("_target_", "")).endswith(".BasicSweeper"):
             return  # a search (Optuna) stops after the trials running, which it needs to count
