@@ -66,6 +66,7 @@ def test_search_prunes_a_bad_region_and_its_best_config_trains_to_the_best_value
     settings = (*space, *pruner, "hydra.sweeper.sampler.seed=0", "trainer.max_epochs=4")
     result = run_script("train.py", *search("lr", 8, *settings), cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
+    assert "n_startup_trials=" not in result.stdout + result.stderr  # 5 and 2 of 8 trials: no warning
     study, sweep = load(tmp_path, "lr"), sweep_dir(tmp_path, "lr")
     states = {t.number: t.state.name for t in study.trials}
     assert sorted(states) == list(range(8)) and set(states.values()) == {"COMPLETE", "PRUNED"}, states
@@ -152,7 +153,10 @@ def test_a_trial_of_a_killed_worker_of_this_machine_fails_at_once(tmp_path: Path
     running_trial(tmp_path, "dead", [here(), ended_pid()])
     result = run_script("train.py", *search("dead", 1), cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
-    assert "Trial 0: its worker has ended: failed." in result.stdout + result.stderr
+    assert "Trial 0: its worker has ended: failed." in (said := result.stdout + result.stderr)
+    # 1 trial of 5 random ones first, and 5 before any is pruned: said, not left to guess.
+    for kind, does in (("sampler", "draws all at random"), ("pruner", "prunes none")):
+        assert f"hydra.sweeper.{kind}.n_startup_trials=5, n_trials=1: it {does}" in said
     assert [trial.state.name for trial in load(tmp_path, "dead").trials] == ["FAIL", "COMPLETE"]
 
 

@@ -128,6 +128,10 @@ class OptunaSweeper(Sweeper):
         spec = OmegaConf.to_container(self.pruner) if OmegaConf.is_config(self.pruner) else self.pruner
         study.set_user_attr("pruner", spec)
         log.info(f"Study {study.study_name} in {url}: {self.n_trials} trials over {', '.join(space)}.")
+        for kind, does in (("sampler", "draws all at random"), ("pruner", "prunes none")):  # silently
+            n = OmegaConf.select(self.config, f"hydra.sweeper.{kind}.n_startup_trials") or 0
+            if n >= self.n_trials:
+                log.warning(f"hydra.sweeper.{kind}.n_startup_trials={n}, n_trials={self.n_trials}: it {does}")
         (sweep := Path(self.config.hydra.sweep.dir)).mkdir(parents=True, exist_ok=True)  # as Hydra's sweeper:
         OmegaConf.save(self.config, sweep / "multirun.yaml")  # the command, for a stopped trial's message
         while trials := self._ask(study, space):
