@@ -55,7 +55,7 @@ def test_a_run_stopped_at_any_phase_resumes_to_the_same_end(
     phase: str, uninterrupted: Path, tmp_path: Path
 ) -> None:
     overrides, status = PHASES[phase]
-    stopped = run_script("train.py", *QUICK, *overrides, cwd=tmp_path, RUN_NAME="a run ä")  # a path to quote
+    stopped = run_script("train.py", *QUICK, *overrides, cwd=tmp_path, RUN_NAME="Ben's ä $HOME")  # to quote
     assert stopped.returncode == status, stopped.stderr[-3000:]
     (run,) = run_dirs(tmp_path / "logs")
     if status == EXIT_CODE:

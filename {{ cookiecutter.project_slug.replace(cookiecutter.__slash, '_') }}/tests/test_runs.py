@@ -31,11 +31,30 @@ from {{ cookiecutter.package_name }}.utils.runs import (
     EXIT_CODE,
     MAY_CHANGE,
     ConfigError,
+    project_root,
     resume_overrides,
     run_id,
 )
 
 STOP_AT_STEP_2 = stop_at("on_train_batch_end", step=2)
+
+
+def test_places_given_relative_or_with_a_home_folder_are_made_absolute(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """PROJECT_ROOT=~/x (.env) made a folder named ~ in the working directory, and a relative one stayed
+    relative in the saved config; a relative data.root, read from another directory, said only its name."""
+    from {{ cookiecutter.package_name }}.data.image_folder import ImageFolderDataModule
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PROJECT_ROOT", "~/projects/x")
+    assert project_root() == os.path.join(os.path.expanduser("~"), "projects", "x")
+    monkeypatch.setenv("PROJECT_ROOT", "../y")
+    assert project_root() == os.path.join(os.path.dirname(os.getcwd()), "y")
+    monkeypatch.delenv("PROJECT_ROOT")
+    assert project_root() == os.getcwd()
+    with pytest.raises(ValueError, match=re.escape(f"data.root='{Path.cwd() / 'photos'}': no such folder")):
+        _ = ImageFolderDataModule(root="photos").class_names
 
 
 def snapshot(run: Path) -> dict[str, tuple[int, int]]:

@@ -18,7 +18,7 @@ class CSVDataModule(LabelledDataModule):
 
     def __init__(self, path: str, target: str, features: Sequence[str] | None = None, **options) -> None:
         super().__init__(**options)
-        self.path, self.target, self.chosen = Path(path).expanduser(), target, features
+        self.path, self.target, self.chosen = Path(path).expanduser().absolute(), target, features
 
     @cached_property
     def rows(self) -> list[dict[str, str]]:

@@ -53,7 +53,7 @@ class ImageFolderDataModule(LabelledDataModule):
         super().__init__(**options)
         if channels not in (1, 3):
             raise ValueError(f"data.channels={channels}: accepted are 1 (grayscale) and 3 (RGB).")
-        self.root, self.image_size, self.channels = Path(root).expanduser(), image_size, channels
+        self.root, self.image_size, self.channels = Path(root).expanduser().absolute(), image_size, channels
 
     @cached_property
     def class_names(self) -> list[str]:

@@ -38,14 +38,14 @@ class TrainingError(CompactHydraException): ...  # training cannot go on (a non-
 class Stopped(SystemExit):  # resumable: EXIT_CODE (other ranks 0, or DDP's launcher kills rank 0)
     def __init__(self, run: Path, step: int) -> None:
         super().__init__(EXIT_CODE if launched_as_rank_zero() else 0)
-        n = os.getenv("LOCAL_WORLD_SIZE")  # torchrun's workers: torchrun continues them
-        at = (f"torchrun --standalone --nproc-per-node={n}" if n else "python", "'resume", run)
+        n, resume = os.getenv("LOCAL_WORLD_SIZE"), shlex.quote(f'resume="{run}"')  # n: torchrun's workers
+        at = (f"torchrun --standalone --nproc-per-node={n}" if n else "python", resume)
         if self.code and (multirun := run.parent / "multirun.yaml").is_file():  # the sweeper's record of it
             saved = yaml.safe_load(multirun.read_text())["hydra"]["overrides"]  # as typed: ${...} unresolved
             again = [o for o in saved["hydra"] + saved["task"] if not o.startswith("hydra.sweep.dir=")]
-            at = (at[0], f"{shlex.join(again)} 'hydra.sweep.dir", run.parent)  # resume=: this job alone
-        if self.code:  # quoted for the shell, then for Hydra: a path with spaces or ä pastes whole
-            log.warning(f'Stopped at step {step}, exit {self.code}. Continue: %s train.py %s="%s"\'', *at)
+            at = (at[0], shlex.join([*again, f'hydra.sweep.dir="{run.parent}"']))  # resume=: this job alone
+        if self.code:  # quoted for Hydra, then for the shell: a path with spaces, ä or ' pastes whole
+            log.warning(f"Stopped at step {step}, exit {self.code}. Continue: %s train.py %s", *at)
 
 
 @contextmanager
@@ -228,7 +228,7 @@ def mlflow_run_id(run: str | None) -> str | None:  # the MLflow run of a run's f
 
 
 def project_root() -> str:  # a plain function: it resolves in a multirun's launcher too (no HydraConfig)
-    return os.environ.get("PROJECT_ROOT") or os.getcwd()
+    return os.path.abspath(os.path.expanduser(os.environ.get("PROJECT_ROOT") or os.getcwd()))  # ~, ..: where
 
 
 def write_json(path: Path, values: dict | list) -> None:  # whole or not at all; jobs may write one at once
