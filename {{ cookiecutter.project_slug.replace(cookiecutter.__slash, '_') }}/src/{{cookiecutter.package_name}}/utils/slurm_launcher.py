@@ -44,8 +44,10 @@ class SlurmLauncherCallback(Callback):
                 "hydra/launcher=submitit_local. To try SLURM on one machine: apt-get install "
                 "slurm-wlm munge (Debian, Ubuntu)."
             )
-        names = subprocess.run(["sinfo", "-h", "-o", "%R"], capture_output=True, text=True).stdout.split()
-        if (asked := config.hydra.launcher.get("partition")) and not set(str(asked).split(",")) <= set(names):
+        sinfo = ["sinfo", "--all", "--noheader", "--format=%R"]  # every partition's name, hidden ones too
+        names = subprocess.run(sinfo, capture_output=True, text=True, timeout=60).stdout.split()
+        asked = config.hydra.launcher.get("partition")
+        if names and asked and not set(str(asked).split(",")) <= set(names):
             raise SystemExit(  # sbatch would refuse it inside submitit: a traceback, a half-written directory
                 f"hydra.launcher.partition={asked}: no such partition on this cluster; accepted: "
                 f"{', '.join(names)} (sinfo), or null for the cluster's default."
