@@ -2,7 +2,7 @@
 
 optuna-integration's callback needs the Trial object of the process that asked for it; a trial here is a
 job of its own, perhaps on another machine, so it reaches its study through the storage. A pruned run
-ends like a finished one (tested, metrics.json written), with pruned.json saying when it stopped.
+ends like a finished one (metrics.json written; no trial is tested), with pruned.json saying when it stopped.
 """
 
 import logging

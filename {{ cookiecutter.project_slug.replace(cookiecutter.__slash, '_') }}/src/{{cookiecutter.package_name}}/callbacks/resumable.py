@@ -1,4 +1,4 @@
-"""Stop on any signal, resume exactly: Lightning's exits 0, hangs DDP, loses random state (test_resume.py)."""
+"""Stop on SIGTERM/SIGINT/SIGUSR1, resume exactly: Lightning exits 0, hangs DDP, saves no RNG (test_resume)."""
 
 import os
 import subprocess
