@@ -1,4 +1,4 @@
-"""Stop on SIGTERM/SIGINT/SIGUSR1, resume exactly: Lightning exits 0, hangs DDP, saves no RNG (test_resume)."""
+"""Stop on SIGTERM/SIGINT/SIGUSR1, resume exactly: Lightning exits 0, hangs DDP, drops RNG (test_resume)."""
 
 import os
 import subprocess
