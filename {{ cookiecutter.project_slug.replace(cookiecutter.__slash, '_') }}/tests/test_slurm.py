@@ -258,6 +258,8 @@ def test_each_srun_of_a_job_trains_a_run_of_its_own_and_a_requeue_finds_them(
 
 # The first is the default learning rate: its job trains as `one_process` does.
 SWEPT = ("model.optimizer.lr=0.003", "model.optimizer.lr=0.001")
+# A multirun's jobs submitted through Hydra's SLURM launcher, each as small as TINY needs.
+ON_SLURM = ("hydra/launcher=slurm", "hydra.launcher.cpus_per_task=1", "hydra.launcher.mem_gb=1")
 
 
 @pytest.mark.slow
@@ -267,11 +269,10 @@ def test_multirun_through_submitit_runs_on_the_cluster_and_a_stopped_job_continu
 ) -> None:
     # Job 0 waits after step PAUSE_STEP for SLURM's warning; job 1 runs through (its marker exists).
     (tmp_path / "paused-0.001.0").touch()
-    sweep = ("hydra/launcher=slurm", "hydra.launcher.cpus_per_task=1", "hydra.launcher.mem_gb=1")
     lrs = "model.optimizer.lr=" + ",".join(lr.split("=")[1] for lr in SWEPT)
     pause = pause_for_signal(Path(str(tmp_path) + "/paused-${model.optimizer.lr}"))
     with ThreadPoolExecutor(1) as pool:
-        command = ("train.py", "-m", *sweep, lrs, *TINY, *pause)
+        command = ("train.py", "-m", *ON_SLURM, lrs, *TINY, *pause)
         multirun = pool.submit(run_script, *command, cwd=tmp_path, **cluster.env, **THREADS)
         deadline = time.monotonic() + 180
         while not (tmp_path / "paused-0.003.0").exists():
@@ -316,8 +317,7 @@ def test_ctrl_c_on_the_slurm_launcher_stops_waiting_and_says_how_to_stop_the_job
     cluster: Cluster, tmp_path: Path
 ) -> None:
     # It said "stopping at the next safe point", then waited for the jobs to end, and exited 0.
-    sweep = ("hydra/launcher=slurm", "hydra.launcher.cpus_per_task=1", "hydra.launcher.mem_gb=1")
-    command = [sys.executable, str(ROOT / "train.py"), "-m", *sweep, SWEPT[0], *TINY]
+    command = [sys.executable, str(ROOT / "train.py"), "-m", *ON_SLURM, SWEPT[0], *TINY]
     command += pause_for_signal(tmp_path / "paused")  # the job waits there (up to 120 s) while it is cut
     env, out = script_env(tmp_path, **cluster.env, **THREADS), subprocess.PIPE
     with subprocess.Popen(command, cwd=tmp_path, env=env, stdout=out, stderr=subprocess.STDOUT) as launcher:
