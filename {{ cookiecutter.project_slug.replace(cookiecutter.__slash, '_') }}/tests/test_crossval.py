@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import continue_command, run_script, stop_at
+from conftest import ROOT, continue_command, run_script, stop_at
 
 from {{ cookiecutter.package_name }}.utils.runs import EXIT_CODE
 
@@ -73,7 +73,8 @@ def test_a_multirun_stopped_in_a_job_says_how_to_continue_all_of_it(tmp_path: Pa
     stopped = run_script("train.py", "-m", *swept, typed, f"hydra.sweep.dir='{sweep}'", cwd=tmp_path)
     assert stopped.returncode == EXIT_CODE, stopped.stderr[-3000:]
     said = continue_command(stopped.stdout + stopped.stderr)
-    assert said == ["python", "train.py", typed, "hydra.mode=MULTIRUN", *swept, f'hydra.sweep.dir="{sweep}"']
+    assert said[:2] == ["python", str(ROOT / "train.py")]  # the script as it was started
+    assert said[2:] == [typed, "hydra.mode=MULTIRUN", *swept, f'hydra.sweep.dir="{sweep}"']
     assert not (sweep / "1").exists()
     again = run_script(*said[1:], cwd=tmp_path)  # the command printed, as pasted
     assert again.returncode == 0, again.stderr[-3000:]

@@ -61,7 +61,7 @@ def test_a_run_stopped_at_any_phase_resumes_to_the_same_end(
     if status == EXIT_CODE:
         assert not (run / "metrics.json").exists()
         python, script, resume = continue_command(stopped.stdout)  # as a shell reads it pasted, then Hydra
-        assert (python, script, resume) == ("python", "train.py", f'resume="{run}"')
+        assert (python, script, resume) == ("python", str(ROOT / "train.py"), f'resume="{run}"')  # as run
         resumed = run_script(script, resume, cwd=tmp_path)
         assert resumed.returncode == 0, resumed.stderr[-3000:]
         consoles = stopped.stdout + stopped.stderr + resumed.stdout + resumed.stderr
@@ -83,6 +83,22 @@ def test_a_run_moved_while_stopped_resumes_where_it_is_now(
     resumed = run_script("train.py", f"resume={moved}", cwd=tmp_path)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert_same_run(moved, uninterrupted)
+
+
+@pytest.mark.slow
+def test_a_run_started_by_its_console_script_says_that_script_to_continue(
+    uninterrupted: Path, tmp_path: Path
+) -> None:
+    # As pip writes `{{ cookiecutter.project_slug }}-train`. The command printed said `train.py`: not there.
+    script = tmp_path / "bin" / "{{ cookiecutter.project_slug }}-train"
+    script.parent.mkdir()
+    script.write_text("import sys\nfrom {{ cookiecutter.package_name }}.train import main\nsys.exit(main())\n")
+    stopped = run_script(str(script), *QUICK, *PHASES["training"][0], cwd=tmp_path)
+    assert stopped.returncode == EXIT_CODE, stopped.stderr[-3000:]
+    assert continue_command(stopped.stdout)[:2] == ["python", str(script)]
+    resumed = run_script(*continue_command(stopped.stdout)[1:], cwd=tmp_path)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert_same_run(*run_dirs(tmp_path / "logs"), uninterrupted)
 
 
 # Lightning's options that shape the epoch, each with state a stop in its middle must keep: gradients

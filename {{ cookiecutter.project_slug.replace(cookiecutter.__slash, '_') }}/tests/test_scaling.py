@@ -17,6 +17,7 @@ import torch
 from conftest import (
     NOISE,
     QUICK,
+    ROOT,
     assert_same_run,
     compose_config,
     continue_command,
@@ -188,7 +189,8 @@ def test_a_stopped_torchrun_prints_the_torchrun_that_continues_it_to_the_same_en
     stopped = run_script("train.py", *TORCHRUN, *stop, cwd=tmp_path, launcher=launcher, **ONE_THREAD)
     assert stopped.returncode != 0 and "Stopped at step" in stopped.stdout, stopped.stderr[-3000:]
     torchrun, *options, script, resume = continue_command(stopped.stdout)
-    assert (torchrun, options, script) == ("torchrun", ["--standalone", "--nproc-per-node=2"], "train.py")
+    assert (torchrun, options) == ("torchrun", ["--standalone", "--nproc-per-node=2"])
+    assert script == str(ROOT / "train.py")
     launcher = ["-m", "torch.distributed.run", *options]
     resumed = run_script(script, resume, cwd=tmp_path, launcher=launcher, **ONE_THREAD)
     assert resumed.returncode == 0, resumed.stderr[-3000:]

@@ -4,6 +4,7 @@ import csv
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -252,3 +253,4 @@ def test_own_configs_and_machine_settings_come_from_the_project_root_and_dotenv(
     assert changed.returncode == 1 and "these would change it: model.optimizer.lr=0.5." in changed.stderr
     again = run_script("train.py", *QUICK, "experiment=mine", cwd=tmp_path)
     assert again.returncode == 0 and "is finished" in again.stderr, again.stderr
+    assert f"weights: python {shlex.quote(str(ROOT / 'train.py'))} trainer.max" in again.stderr  # as started

@@ -1,5 +1,4 @@
-"""Training: `python train.py [overrides]`. Only Hydra loads before the command is checked: a typo, a
-value of the wrong type or a run in use answers at once; torch and Lightning load after."""
+"""Training: `python train.py [overrides]`; the command is checked before torch and Lightning load."""
 
 import json
 import logging
@@ -136,7 +135,7 @@ def run_train(cfg: DictConfig) -> float | None:
             OmegaConf.update(cfg, "resume", str(run), force_add=True)
         if (run / "metrics.json").exists():  # said on the console, not in the run's log: it stays as it was
             again = shlex.join([*given, f'pretrained="{run}/checkpoints/last.ckpt"'])  # quoted: shell, Hydra
-            hint = f"nothing to do. Train on from its weights: python train.py {again}"
+            hint = f"nothing to do. Train on from its weights: python {shlex.quote(sys.argv[0])} {again}"
             print(f"{run} is finished (it has metrics.json): {hint}", file=sys.stderr)
             return json.loads((run / "metrics.json").read_text()).get(cfg.get("optimized_metric"))
         with runs.held(run), multirun_job(given):

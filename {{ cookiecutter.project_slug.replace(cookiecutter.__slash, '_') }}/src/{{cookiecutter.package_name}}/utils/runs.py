@@ -9,6 +9,7 @@ import os
 import shlex
 import signal
 import socket
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from datetime import datetime
@@ -38,14 +39,14 @@ class TrainingError(CompactHydraException): ...  # training cannot go on (a non-
 class Stopped(SystemExit):  # resumable: EXIT_CODE (other ranks 0, or DDP's launcher kills rank 0)
     def __init__(self, run: Path, step: int) -> None:
         super().__init__(EXIT_CODE if launched_as_rank_zero() else 0)
-        n, resume = os.getenv("LOCAL_WORLD_SIZE"), shlex.quote(f'resume="{run}"')  # n: torchrun's workers
-        at = (f"torchrun --standalone --nproc-per-node={n}" if n else "python", resume)
+        n, args = os.getenv("LOCAL_WORLD_SIZE"), [sys.argv[0], f'resume="{run}"']  # n: torchrun's workers
+        start = f"torchrun --standalone --nproc-per-node={n}" if n else "python"  # args[0]: as started
         if self.code and (multirun := run.parent / "multirun.yaml").is_file():  # the sweeper's record of it
             saved = yaml.safe_load(multirun.read_text())["hydra"]["overrides"]  # as typed: ${...} unresolved
             again = [o for o in saved["hydra"] + saved["task"] if not o.startswith("hydra.sweep.dir=")]
-            at = (at[0], shlex.join([*again, f'hydra.sweep.dir="{run.parent}"']))  # resume=: this job alone
+            args = [sys.argv[0], *again, f'hydra.sweep.dir="{run.parent}"']  # not resume=: this job alone
         if self.code:  # quoted for Hydra, then for the shell: a path with spaces, ä or ' pastes whole
-            log.warning(f"Stopped at step {step}, exit {self.code}. Continue: %s train.py %s", *at)
+            log.warning(f"Stopped at step {step}, exit {self.code}. Continue: {start} %s", shlex.join(args))
 
 
 @contextmanager
