@@ -157,7 +157,7 @@ def test_a_csv_table_trains_evaluates_and_predicts(tmp_path: Path) -> None:
     assert refused.returncode == 1 and "'mass': '<no such column>'" in refused.stderr
     # Once finished, the run says how to train on from its weights: its command, its data and net included.
     finished = run_script("train.py", f"resume={run}", cwd=tmp_path)
-    command = re.search(r"from its weights: python train.py (.*)", finished.stderr)[1]
+    command = re.search(r"Train on: python \S+ (.*)", finished.stderr)[1]
     longer = run_script("train.py", *shlex.split(command), "trainer.max_epochs=9", cwd=tmp_path)
     assert longer.returncode == 0, longer.stderr[-3000:]
     assert metrics(run_dirs(tmp_path / "logs" / "train")[-1])["test/acc"] > 0.8

@@ -5,6 +5,7 @@ import math
 import os
 import re
 import shlex
+import shutil
 import signal
 import socket
 import subprocess
@@ -26,6 +27,8 @@ from conftest import (
     script_env,
     stop_at,
 )
+from hydra import compose
+from omegaconf import OmegaConf
 
 from {{ cookiecutter.package_name }}.utils.runs import (
     EXIT_CODE,
@@ -101,10 +104,10 @@ def test_resume_continues_with_the_run_s_own_config_and_may_extend_it(stopped: P
     before = snapshot(stopped)
     for longer in [], ["trainer.max_epochs=5"]:
         again = run_script("train.py", f"resume={stopped}", *longer, cwd=tmp_path)
-        assert again.returncode == 0 and "nothing to do" in again.stderr
+        assert again.returncode == 0 and "is finished (it has metrics.json)" in again.stderr
     assert snapshot(stopped) == before
     # What it says to do instead: a new run from the finished one's weights, with a schedule of its own.
-    words = shlex.split(re.search(r"from its weights: python train.py (.*)", again.stderr)[1])  # as pasted
+    words = shlex.split(re.search(r"Train on: python \S+ (.*)", again.stderr)[1])  # as pasted
     assert {"seed=3", "trainer.max_epochs=5"} <= set(words)  # the length asked for, not the run's
     hint = words[-1]
     assert hint == f'pretrained="{stopped}/checkpoints/last.ckpt"'  # quoted for Hydra too: spaces, ä
@@ -173,37 +176,61 @@ def test_a_resume_taking_back_epochs_or_steps_is_refused_and_any_schedule_resume
     assert rates == pytest.approx([3e-3, 3e-3, 3e-4, 3e-5])
 
 
+def first_start(run: Path, overrides: list[str]) -> Path:
+    """A run's .hydra as its first start leaves it: the overrides, and the config they composed then."""
+    (run / ".hydra").mkdir(parents=True)
+    (run / ".hydra" / "overrides.yaml").write_text(json.dumps(overrides))  # JSON is YAML
+    typed = {"hydra": {"overrides": {"task": overrides, "hydra": []}}}
+    (run / ".hydra" / "hydra.yaml").write_text(json.dumps(typed))
+    with as_command("train", overrides):
+        OmegaConf.save(compose("train", overrides), run / ".hydra" / "config.yaml")  # unresolved, as Hydra
+    return run / ".hydra" / "config.yaml"
+
+
 def test_a_resume_may_change_the_hardware_the_length_and_the_data_s_place_only(tmp_path: Path) -> None:
-    (tmp_path / ".hydra").mkdir()
-    (tmp_path / ".hydra" / "overrides.yaml").write_text("- seed=3\n- trainer.max_epochs=3\n")
+    config = first_start(tmp_path, ["seed=3", "trainer.max_epochs=3"])
     moved = ["trainer=gpu", "trainer.max_epochs=5", "trainer.devices=2", "strategy=ddp", "data.root=/new"]
-    moved += ["data.path=/new.csv", "paths.data_dir=/data", "task_name=team"]  # whose runs it looks in
-    assert resume_overrides(tmp_path, ["resume=x", *moved]) == ["seed=3", *moved]
-    # `+` where the default config lacks the key (data.path for digits), which the run's may have: `++`.
-    added = ["+data.path=/b.csv", "++data.root=/c", "+trainer.max_time=9"]
-    forced = ["++data.path=/b.csv", "++data.root=/c", "++trainer.max_time=9"]
-    assert resume_overrides(tmp_path, added) == ["seed=3", "trainer.max_epochs=3", *forced]
-    refused = ("seed=4", "trainer.gradient_clip_val=1.0", "trainer.precision=16-mixed", "data=csv")
-    for changed in (*refused, "data.num_workers=2"):  # mid-epoch, a loader resumes on as many workers only
-        with pytest.raises(ConfigError, match=re.escape(f"these would change it: {changed}.")) as refusal:
-            resume_overrides(tmp_path, ["trainer.devices=2", changed])
-    # The refusal names all a resume may change (it left out extras, task_name and paths.data_dir: a probe).
-    assert all(key.split(".")[-1].strip("_") in str(refusal.value) for key in MAY_CHANGE), MAY_CHANGE
+    moved += ["data.path=/new.csv", "paths.data_dir=/data", "task_name=team", "logger=[]"]  # whose runs
+    with as_command("train"):  # it composes the run's first config again: Hydra set up, as in train.py
+        assert resume_overrides(tmp_path, ["resume=x", *moved]) == ["seed=3", *moved]
+        # `+` where the default config lacks the key (data.path for digits), which the run's may have: `++`.
+        added = ["+data.path=/b.csv", "++data.root=/c", "+trainer.max_time=9"]
+        forced = ["++data.path=/b.csv", "++data.root=/c", "++trainer.max_time=9"]
+        assert resume_overrides(tmp_path, added) == ["seed=3", "trainer.max_epochs=3", *forced]
+        changes = ("seed=4", "trainer.gradient_clip_val=1.0", "trainer.precision=16-mixed", "data=csv")
+        for changed in (*changes, "data.num_workers=2"):  # mid-epoch, a loader resumes on as many only
+            with pytest.raises(ConfigError, match=re.escape(f"these would change it: {changed}.")) as refused:
+                resume_overrides(tmp_path, ["trainer.devices=2", changed])
+        # The refusal names all a resume may change (it left out extras, task_name and paths: a probe).
+        assert all(key.split(".")[-1].strip("_") in str(refused.value) for key in MAY_CHANGE), MAY_CHANGE
+        # Config files edited since the run started (they compose its overrides otherwise now): its resume
+        # trained the edited config, silently (a walk's: another dropout and weight decay). Refused, named.
+        then = OmegaConf.load(config)
+        then.trainer.max_epochs, then.paths.log_dir, then.logger = 9, "/elsewhere", {}  # a resume may change
+        OmegaConf.save(then, config)
+        assert resume_overrides(tmp_path, []) == ["seed=3", "trainer.max_epochs=3"]
+        then.model.optimizer.lr, then.trainer.gradient_clip_val = 0.5, 1.0  # what it trains
+        OmegaConf.save(then, config)
+        edits = r"change it: model \(configs/ edited\) trainer \(configs/ edited\)\."
+        with pytest.raises(ConfigError, match=edits):
+            resume_overrides(tmp_path, ["trainer.max_epochs=5"])
 
 
 def test_a_run_keeps_its_w_b_id_when_it_moves(tmp_path: Path) -> None:
-    (tmp_path / "run" / "wandb" / "offline-run-20260101_000000-ab12cd34").mkdir(parents=True)
-    assert run_id(str(tmp_path / "run")) is None  # before W&B's first start in it: W&B picks a new id
+    (tmp_path / "run").mkdir()
+    assert run_id(str(tmp_path / "run")) is None and run_id(None) is None  # before W&B's first start: new
+    (tmp_path / "run" / "wandb" / "offline-run-20260101_000000-ab12cd34" / "files").mkdir(parents=True)
     (tmp_path / "run" / "wandb" / "latest-run").symlink_to("offline-run-20260101_000000-ab12cd34")
     moved = (tmp_path / "run").rename(tmp_path / "elsewhere")
     assert run_id(str(moved)) == "ab12cd34"
-    assert run_id(None) is None
+    # Copied as `cp -rL`, scp -r or a zip do: W&B's link latest-run became a folder (a walk: a new id).
+    copied = Path(shutil.copytree(moved, tmp_path / "copy", symlinks=False))
+    assert (copied / "wandb" / "latest-run").is_dir() and run_id(str(copied)) == "ab12cd34"
 
 
 def test_resume_of_a_run_in_use_is_refused_naming_the_holder(tmp_path: Path) -> None:
     run = tmp_path / "logs" / "train" / "runs" / "busy"
-    (run / ".hydra").mkdir(parents=True)
-    (run / ".hydra" / "overrides.yaml").write_text("[]\n")
+    first_start(run, [])
     holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
         lock = {"host": socket.gethostname(), "pid": holder.pid, "launch": "another", "since": "today"}
@@ -330,4 +357,4 @@ def test_stop_signal_before_any_training_is_resumable_and_not_a_success(tmp_path
     output, _ = process.communicate(timeout=120)
     assert process.returncode == EXIT_CODE, output[-3000:]
     (run,) = run_dirs(tmp_path / "logs")
-    assert f"python train.py 'resume=\"{run}\"'" in output
+    assert f"python {ROOT / 'train.py'} 'resume=\"{run}\"'" in output  # the script as started

@@ -253,7 +253,7 @@ def test_each_srun_of_a_job_trains_a_run_of_its_own_and_a_requeue_finds_them(
     record, output = cluster.wait(job_id, restarts=1), job_output(tmp_path, job_id)
     assert ended(record) == ("COMPLETED", "0:0", "1"), output[-3000:]
     assert {path: path.read_bytes() for path in runs.glob("*/metrics.json")} == ends and len(ends) == 2
-    assert output.count("is finished (it has metrics.json): nothing to do") == 2
+    assert output.count("is finished (it has metrics.json). Train on: ") == 2
 
 
 # The first is the default learning rate: its job trains as `one_process` does.

@@ -133,10 +133,11 @@ def test_python_s_collector_is_off_while_the_libraries_load_and_on_again_after()
         import gc
         from omegaconf import OmegaConf
         from {{ cookiecutter.package_name }}.utils import config
+        cfg = OmegaConf.create({"logger": None, "extras": {"float32_matmul_precision": "high"}})
         runs = []
+        gc.collect()  # what the lines above allocated counts toward no collection in quiet_console
         gc.callbacks.append(lambda phase, info: phase == "start" and runs.append(info["generation"]))
-        cfg = {"logger": None, "extras": {"float32_matmul_precision": "high"}}
-        config.quiet_console(OmegaConf.create(cfg))
+        config.quiet_console(cfg)
         print(runs, gc.isenabled(), gc.get_freeze_count() > 0)
     """)
     env = script_env(ROOT)
@@ -253,4 +254,10 @@ def test_own_configs_and_machine_settings_come_from_the_project_root_and_dotenv(
     assert changed.returncode == 1 and "these would change it: model.optimizer.lr=0.5." in changed.stderr
     again = run_script("train.py", *QUICK, "experiment=mine", cwd=tmp_path)
     assert again.returncode == 0 and "is finished" in again.stderr, again.stderr
-    assert f"weights: python {shlex.quote(str(ROOT / 'train.py'))} trainer.max" in again.stderr  # as started
+    assert f"Train on: python {shlex.quote(str(ROOT / 'train.py'))} trainer.max" in again.stderr  # as started
+    # Its experiment edited since: the same command trained the edited config, silently (a walk's find).
+    edit = "# @package _global_\ntags: [mine]\nmodel: {optimizer: {lr: 0.5}}\n"
+    (tmp_path / "configs" / "experiment" / "mine.yaml").write_text(edit)
+    edited = run_script("train.py", *QUICK, "experiment=mine", cwd=tmp_path)
+    said = "these would change it: model (configs/ edited)."
+    assert edited.returncode == 1 and said in edited.stderr, edited.stderr[-3000:]

@@ -1,5 +1,4 @@
-"""Test a checkpoint: `python eval.py ckpt_path=PATH` (it holds its net and data config). `data=...`
-tests it on other data of its input shape and classes; `+data.<key>=...` on its own data changed."""
+"""Test a checkpoint: `python eval.py ckpt_path=PATH` on its own data, `+data.<key>=` changed, or `data=`."""
 
 import logging
 import sys

@@ -1,5 +1,4 @@
-"""Export for serving: `python export.py ckpt_path=PATH` writes <run>/model.onnx (any batch size; ONNX
-Runtime runs it without this project) with its inputs, class names and data config, and model.json."""
+"""Export for serving: `python export.py ckpt_path=PATH` writes model.onnx (any batch size) and model.json."""
 
 import json
 import logging

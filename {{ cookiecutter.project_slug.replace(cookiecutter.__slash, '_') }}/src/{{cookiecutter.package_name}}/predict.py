@@ -1,5 +1,4 @@
-"""Predict: `python predict.py ckpt_path=PATH input=FILE_OR_FOLDER` reads an image, a folder of images (its
-sub-folders too) or a CSV file, makes inputs with the data's own transform, writes <run>/predictions.csv."""
+"""Predict: `python predict.py ckpt_path=PATH input=<an image, a folder of images, a CSV>`: predictions.csv"""
 
 import csv
 import logging

@@ -134,9 +134,8 @@ def run_train(cfg: DictConfig) -> float | None:
             cfg = hydra.compose("train", given := runs.resume_overrides(run, given))
             OmegaConf.update(cfg, "resume", str(run), force_add=True)
         if (run / "metrics.json").exists():  # said on the console, not in the run's log: it stays as it was
-            again = shlex.join([*given, f'pretrained="{run}/checkpoints/last.ckpt"'])  # quoted: shell, Hydra
-            hint = f"nothing to do. Train on from its weights: python {shlex.quote(sys.argv[0])} {again}"
-            print(f"{run} is finished (it has metrics.json): {hint}", file=sys.stderr)
+            again = shlex.join([sys.argv[0], *given, f'pretrained="{run}/checkpoints/last.ckpt"'])
+            print(f"{run} is finished (it has metrics.json). Train on: python {again}", file=sys.stderr)
             return json.loads((run / "metrics.json").read_text()).get(cfg.get("optimized_metric"))
         with runs.held(run), multirun_job(given):
             metrics = train(cfg, given)

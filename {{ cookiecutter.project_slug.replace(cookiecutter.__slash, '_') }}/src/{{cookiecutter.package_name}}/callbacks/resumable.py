@@ -18,8 +18,7 @@ from {{ cookiecutter.package_name }}.utils import runs
 
 
 class Resumable(Checkpoint):
-    """Stops all ranks at the next safe point after a signal or a non-finite loss; checkpoints get what an
-    exact resume needs beyond Lightning's: random state, each rank's metric sums, an early stop, the data."""
+    """Stops all ranks at a safe point after a signal or a non-finite loss; saves what Lightning's lack."""
 
     def __init__(self, dirpath: str, data: Any = None) -> None:
         self.path = Path(dirpath) / "interrupted.ckpt"

@@ -20,9 +20,8 @@ def start_worker(worker_id: int) -> None:
 
 
 class LabelledDataModule(L.LightningDataModule):
-    """Splits (input, label) pairs into train, val and test, and batches them; subclasses implement
-    `load() -> (dataset, labels)`, `class_names` and `input_shape`. The split follows the samples, fractions
-    and seed (the same files: the same test set); with `fold`, the rest makes `num_folds` stratified folds."""
+    """Splits (input, label) pairs into train, val and test by the samples, fractions and seed (`fold`: one of
+    `num_folds` stratified folds of the rest); subclasses implement load(), class_names and input_shape."""
 
     def __init__(
         self,

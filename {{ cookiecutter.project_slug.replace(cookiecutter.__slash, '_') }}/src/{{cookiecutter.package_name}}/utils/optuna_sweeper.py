@@ -31,9 +31,9 @@ from {{ cookiecutter.package_name }}.utils.runs import EXIT_CODE, MAY_CHANGE, Co
 log = logging.getLogger(__name__)
 # The callback through which a trial reports its metric (hparams_search/optuna.yaml).
 PRUNING = "callbacks.optuna_pruning"
-# What a study's workers and continuations may set differently: what a resume may, but not the length (it
-# changes the trials) nor data.root or data.path (other data's trials joined the study); and the logger.
-MAY_DIFFER = (*(key for key in MAY_CHANGE if not key.startswith(("trainer.max_", "data."))), "logger")
+# What a study's workers and continuations may set differently: what a resume may (the logger too), but not
+# the length (it changes the trials) nor data.root or data.path (other data's trials joined the study).
+MAY_DIFFER = tuple(key for key in MAY_CHANGE if not key.startswith(("trainer.max_", "data.")))
 
 
 @dataclass

@@ -18,6 +18,7 @@ from typing import Any
 
 import yaml
 from dotenv import load_dotenv
+from hydra import compose
 from hydra.core.config_store import ConfigStore
 from hydra.core.hydra_config import HydraConfig
 from hydra.errors import CompactHydraException, InstantiationException
@@ -27,7 +28,7 @@ log = logging.getLogger(__name__)
 EXIT_CODE = 75  # EX_TEMPFAIL of sysexits.h: a temporary failure; running again continues the work
 received: list[str] = []  # the stop signals this process has received
 MAY_CHANGE = ("trainer.max_", "trainer.accelerator", "trainer.devices", "trainer.num_nodes")
-MAY_CHANGE += ("strategy", "hydra", "extras", "data.root", "data.path", "paths.data_dir", "task_name")
+MAY_CHANGE += ("strategy", "hydra", "extras", "logger", "data.root", "data.path", "paths", "task_name")
 
 
 class ConfigError(CompactHydraException): ...  # bad input: Hydra prints the message alone (exit 1)
@@ -148,16 +149,21 @@ def hydra_subdir(run: str) -> str | None:  # .hydra at a run's first start; else
 
 
 def resume_overrides(run: Path, given: list[str]) -> list[str]:
-    """The run's first overrides, with those of `given` a resume may change; a ConfigError lists others."""
-    saved = yaml.safe_load((run / ".hydra" / "overrides.yaml").read_text()) or []
-    key = lambda override: override.split("=", 1)[0].lstrip("+~")  # noqa: E731
+    """The run's overrides and those in `given` a resume may change; a ConfigError lists others, and edits."""
+    read = lambda name: yaml.safe_load((run / ".hydra" / f"{name}.yaml").read_text())  # noqa: E731
+    saved, key = read("overrides") or [], lambda override: override.split("=", 1)[0].lstrip("+~")
     new = [o if o[0] != "+" else "++" + o.lstrip("+") for o in given if key(o) != "resume" and o not in saved]
-    if refused := [o for o in new if key(o) != "trainer" and not key(o).startswith(MAY_CHANGE)]:
+    first = (h := read("hydra")["hydra"]["overrides"])["task"] + [o for o in h["hydra"] if "searchpath" in o]
+    now, then = OmegaConf.to_container(compose("train", first)), read("config")  # at its start; unresolved
+    for section, _, name in (k.partition(".") for k in MAY_CHANGE if "." in k):  # configs/local/: machines'
+        then[section] |= {k: v for k, v in now[section].items() if k.startswith(name)}
+    edited = [f"{k} (configs/ edited)" for k in now if now[k] != then.get(k) and not k.startswith(MAY_CHANGE)]
+    if refused := [o for o in new if key(o) != "trainer" and not key(o).startswith(MAY_CHANGE)] + edited:
         raise ConfigError(
             f"resume={run} continues that run with its own config ({' '.join(saved) or 'no overrides'}); "
-            f"these would change it: {' '.join(refused)}. A resume may change trainer.max_epochs or "
-            "max_steps, the hardware (accelerator, devices, num_nodes), strategy, extras, hydra settings, "
-            "task_name, the data's place (data.root, data.path, paths.data_dir); else start a new run."
+            f"these would change it: {' '.join(refused)}. A resume may change trainer.max_epochs, max_steps, "
+            "max_time, the hardware (accelerator, devices, num_nodes), strategy, extras, hydra, task_name, "
+            "logger, the data's place (data.root, data.path, paths); else start a new run."
         )
     return [o for o in saved if key(o) not in {key(n) for n in new}] + new
 
@@ -207,8 +213,8 @@ def multirun_name() -> str | None:  # the name of the multirun this job belongs 
 
 
 def run_id(run: str | None) -> str | None:  # W&B's id of the run, wherever it is now; none: W&B makes one
-    latest = Path(run or ".") / "wandb" / "latest-run"  # W&B's link to <run>/wandb/[offline-]run-<time>-<id>
-    return latest.resolve().name.rsplit("-", 1)[-1] if run and latest.is_symlink() else None
+    started = next(Path(run).glob("wandb/*run-*-*"), None) if run else None  # [offline-]run-<time>-<id>
+    return started.name.rsplit("-", 1)[-1] if started else None  # its link latest-run: lost in some copies
 {%- if cookiecutter.__wandb == 'True' %}
 
 
