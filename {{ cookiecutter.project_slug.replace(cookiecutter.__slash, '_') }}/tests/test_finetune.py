@@ -109,6 +109,15 @@ def test_a_missing_or_foreign_pretrained_checkpoint_is_named(tmp_path: Path) -> 
         train(compose_config("train", tmp_path, [f"pretrained={weights}", "debug=fdr"]))
 
 
+def test_a_pretrained_checkpoint_of_which_no_layer_fits_is_refused(trained_run: tuple) -> None:
+    from {{ cookiecutter.package_name }}.train import load_matching_weights
+    from {{ cookiecutter.package_name }}.utils.runs import ConfigError
+
+    net, checkpoint = torch.nn.Sequential(torch.nn.Linear(7, 2)), best_checkpoint(trained_run[0])
+    with pytest.raises(ConfigError, match=f"pretrained='{checkpoint}': no layer of that checkpoint fits"):
+        load_matching_weights(SimpleNamespace(net=net, class_names=["a", "b"]), str(checkpoint))
+
+
 def test_a_net_without_a_backbone_is_named_before_fine_tuning(trained_run: tuple, tmp_path: Path) -> None:
     from {{ cookiecutter.package_name }}.utils.runs import ConfigError
 
