@@ -89,10 +89,10 @@ def test_a_run_moved_while_stopped_resumes_where_it_is_now(
 def test_a_run_started_by_its_console_script_says_that_script_to_continue(
     uninterrupted: Path, tmp_path: Path
 ) -> None:
-    # As pip writes `{{ cookiecutter.project_slug }}-train`. The command printed said `train.py`: not there.
-    script = tmp_path / "bin" / "{{ cookiecutter.project_slug }}-train"
+    # As pip writes a console script (`<slug>-train`). The command printed said `train.py`: not there.
+    script, package = tmp_path / "bin" / "project-train", "{{ cookiecutter.package_name }}"
     script.parent.mkdir()
-    script.write_text("import sys\nfrom {{ cookiecutter.package_name }}.train import main\nsys.exit(main())\n")
+    script.write_text(f"import sys\nfrom {package}.train import main\nsys.exit(main())\n")
     stopped = run_script(str(script), *QUICK, *PHASES["training"][0], cwd=tmp_path)
     assert stopped.returncode == EXIT_CODE, stopped.stderr[-3000:]
     assert continue_command(stopped.stdout)[:2] == ["python", str(script)]
