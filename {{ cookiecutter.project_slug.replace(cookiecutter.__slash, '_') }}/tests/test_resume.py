@@ -1,5 +1,6 @@
 """Stop anywhere, resume exactly: a run stopped at any phase, then resumed, ends as one never stopped."""
 
+import os
 import shutil
 import signal
 import subprocess
@@ -80,8 +81,12 @@ def test_a_run_moved_while_stopped_resumes_where_it_is_now(
     assert stopped.returncode == EXIT_CODE, stopped.stderr[-3000:]
     (run,) = run_dirs(tmp_path / "logs")
     moved = Path(shutil.move(run, tmp_path / "elsewhere"))
+    for file in moved.glob("checkpoints/*.ckpt"):  # times as `cp -r` or scp leave them: in the copy's order
+        os.utime(file, (0, 0) if file.name == "interrupted.ckpt" else None)  # (a walk: an older resumed)
     resumed = run_script("train.py", f"resume={moved}", cwd=tmp_path)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
+    if phase == "training":  # mid-epoch 2: its stop's checkpoint, not epoch 1's end (by step, not time)
+        assert f"at {moved}/checkpoints/interrupted.ckpt" in resumed.stdout, resumed.stdout[-3000:]
     assert_same_run(moved, uninterrupted)
 
 

@@ -47,9 +47,7 @@ class ImageFiles(Dataset):  # (image, label) pairs, each file read when asked fo
 class ImageFolderDataModule(LabelledDataModule):
     """The classes: the sub-folders of `root`. Images become `channels` of `image_size` (see its config)."""
 
-    def __init__(
-        self, root: str, image_size: Sequence[int] | int | None = None, channels: int = 3, **options
-    ) -> None:
+    def __init__(self, root: str, image_size: list | int | None = None, channels: int = 3, **options) -> None:
         super().__init__(**options)
         if channels not in (1, 3):
             raise ValueError(f"data.channels={channels}: accepted are 1 (grayscale) and 3 (RGB).")

@@ -191,13 +191,15 @@ def read_checkpoint(path: str | Path | None, key: str = "ckpt_path", fits: Any =
 
 
 def checkpoint_to_continue(run: Path, ckpt_path: str | None, datamodule: Any, model: Any) -> str | None:
-    """The run's newest readable checkpoint (resume=, a requeue, ...); else `ckpt_path`, if `model` fits."""
-    for path in sorted(run.glob("checkpoints/*.ckpt"), key=lambda p: p.stat().st_mtime_ns, reverse=True):
+    """The run's latest readable checkpoint (resume=, a requeue, ...); else `ckpt_path`, if `model` fits."""
+    found = {}  # by step, then time: a copy (cp -r, scp) gives each file the time it was copied, any order
+    for path in run.glob("checkpoints/*.ckpt"):
         try:
-            read_checkpoint(path)  # Lightning says "Restoring states from" it, once the resume is accepted
-            return str(path)
+            found[str(path)] = (read_checkpoint(path)["global_step"], path.stat().st_mtime_ns)
         except ConfigError as error:
             log.warning(f"Skipped: {error}")
+    if found:  # Lightning says "Restoring states from" it, once the resume is accepted
+        return max(found, key=found.get)
     was = read_checkpoint(ckpt_path, fits=datamodule)["hyper_parameters"] if ckpt_path else model.hparams
     if key := next((key for key in ("net", "optimizer") if was[key] != model.hparams[key]), None):
         raise ConfigError(
