@@ -1,11 +1,14 @@
 """eval.py (and train.py train=false): a checkpoint alone evaluates on the data it was trained on, as the
 training run tested it."""
 
+import shutil
 from pathlib import Path
 
 import pytest
+import yaml
 from conftest import (
     NOISE,
+    QUICK,
     as_command,
     best_checkpoint,
     compose_config,
@@ -95,3 +98,29 @@ def test_the_eval_command_writes_its_own_run(
     (eval_run,) = run_dirs(tmp_path / "logs" / "eval")
     assert metrics(eval_run)["test/acc"] == pytest.approx(trained["test/acc"], abs=1e-6)
     assert f"test/acc {trained['test/acc']:.4f}" in result.stdout and f": {eval_run}\n" in result.stdout
+
+
+@pytest.mark.slow
+def test_a_checkpoint_from_another_machine_predicts_and_evaluates_on_its_data_moved(tmp_path: Path) -> None:
+    # Its data config names the data where the sender had it: a walk's eval.py and predict.py failed there
+    # ("Not a directory"), naming no setting; predict.py reads no data, yet the digits were written there.
+    trained = run_script("train.py", *QUICK, f"paths.data_dir={tmp_path / 'sender'}", cwd=tmp_path)
+    assert trained.returncode == 0, trained.stderr[-3000:]
+    (run,) = run_dirs(tmp_path / "logs")
+    data, checkpoint = yaml.safe_load((run / "config.yaml").read_text())["data"], best_checkpoint(run)
+    key = "root" if "root" in data else "path"  # the digits' folder of images, the blobs' table
+    inputs = shutil.move(data[key], tmp_path / (name := Path(data[key]).name))
+    shutil.rmtree(tmp_path / "sender")
+    (tmp_path / "sender").write_text("a file: no folder can be made in its place")
+    predicted = run_script("predict.py", f"ckpt_path={checkpoint}", f"input={inputs}", cwd=tmp_path)
+    assert predicted.returncode == 0, predicted.stderr[-3000:]
+    (predictions,) = (tmp_path / "logs" / "predict").glob("runs/*/predictions.csv")
+    assert len(predictions.read_text().splitlines()) > 1000  # 1,797 images, 2,000 rows
+    refused = run_script("eval.py", f"ckpt_path={checkpoint}", cwd=tmp_path)
+    assert refused.returncode == 1 and str(tmp_path / "sender") in refused.stderr, refused.stderr[-3000:]
+    assert "(the checkpoint's data config; moved? ++data.root=, ++data.path=)" in refused.stderr
+    here = f"++data.{key}={tmp_path / 'here' / name}"  # the example's data: made there
+    evaluated = run_script("eval.py", f"ckpt_path={checkpoint}", here, QUICK[4], cwd=tmp_path)  # as trained
+    assert evaluated.returncode == 0, evaluated.stderr[-3000:]
+    tested = {key: value for key, value in metrics(run).items() if key.startswith("test/")}
+    assert metrics(run_dirs(tmp_path / "logs" / "eval")[-1]) == pytest.approx(tested, abs=1e-6)

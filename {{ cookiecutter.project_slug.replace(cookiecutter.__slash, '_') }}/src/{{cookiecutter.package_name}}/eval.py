@@ -22,11 +22,13 @@ def model_and_data(cfg: Any, stage: str = "test") -> tuple[Any, Any]:
     checkpoint = runs.read_checkpoint(cfg.get("ckpt_path"))
     model = Classifier.load_from_checkpoint(cfg.ckpt_path, map_location="cpu", weights_only=True).eval()
     data, saved = cfg.get("data") or {}, checkpoint.get("resumable", {}).get("data") or {}
+    moved = "" if "_target_" in data else " (the checkpoint's data config; moved? ++data.root=, ++data.path=)"
     if "_target_" not in (data := data if "_target_" in data else OmegaConf.merge(saved, data)):
         raise runs.ConfigError(f"ckpt_path={cfg.ckpt_path} records no data config: pass data=<option>.")
-    with runs.named_errors():  # data= that cannot be read or split
+    with runs.named_errors(moved):  # data that cannot be read or split
         datamodule = hydra.utils.instantiate(data)
-        datamodule.prepare_data()
+        if stage == "test":  # predict.py reads no data: none is written (the digits, where they were)
+            datamodule.prepare_data()
         datamodule.setup(stage)  # as in training: the data's shape and classes may be known only then
     runs.read_checkpoint(cfg.ckpt_path, fits=datamodule if stage == "test" else None)  # other data: refused
     return model, datamodule

@@ -46,13 +46,6 @@ class CSVDataModule(LabelledDataModule):
     def input_shape(self) -> tuple[int, ...]:
         return (len(self.features),)
 
-    @cached_property
-    def inputs(self) -> Tensor:  # read with the shape, at start-up: a row that does not fit stops it at once
-        inputs = torch.stack([self.transform(row) for row in self.rows])
-        if bad := (~inputs.isfinite().all(dim=1)).nonzero().flatten().add(2).tolist():  # lines in the file
-            raise ValueError(f"data.path={str(self.path)!r}: NaN or infinite values on lines {bad[:5]}.")
-        return inputs
-
     def transform(self, row: Mapping[str, str]) -> Tensor:  # one row to one input, in training and predict.py
         try:
             return torch.tensor([float(row[name]) for name in self.features])
@@ -60,6 +53,9 @@ class CSVDataModule(LabelledDataModule):
             given = {name: row.get(name, "<no such column>") for name in self.features}  # the odd ones show
             raise ValueError(f"a row does not fit: {given}; data.features: numbers, none blank") from None
 
-    def load(self) -> tuple[Dataset, Sequence[int]]:
+    def load(self) -> tuple[Dataset, Sequence[int]]:  # all rows at start-up: one that does not fit stops it
+        inputs = torch.stack([self.transform(row) for row in self.rows])
+        if bad := (~inputs.isfinite().all(dim=1)).nonzero().flatten().add(2).tolist():  # lines in the file
+            raise ValueError(f"data.path={str(self.path)!r}: NaN or infinite values on lines {bad[:5]}.")
         labels = [self.class_names.index(row[self.target]) for row in self.rows]
-        return TensorDataset(self.inputs, torch.tensor(labels)), labels
+        return TensorDataset(inputs, torch.tensor(labels)), labels

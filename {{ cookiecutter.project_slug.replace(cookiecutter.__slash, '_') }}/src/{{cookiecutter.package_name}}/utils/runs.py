@@ -51,13 +51,13 @@ class Stopped(SystemExit):  # resumable: EXIT_CODE (other ranks 0, or DDP's laun
 
 
 @contextmanager
-def named_errors() -> Iterator[None]:  # a DataModule's or net's ValueError, a file's OSError: the message
+def named_errors(hint: str = "") -> Iterator[None]:  # a DataModule's or net's ValueError, a file's OSError
     try:
         yield
     except (ValueError, OSError, InstantiationException) as error:  # Hydra wraps __init__'s, nested for a net
         while isinstance(error, InstantiationException) and error.__cause__:
             error = error.__cause__
-        raise ConfigError(str(error)) from error
+        raise ConfigError(f"{error}{hint}") from error
 
 
 def _note(signum: int, frame: Any) -> None:
