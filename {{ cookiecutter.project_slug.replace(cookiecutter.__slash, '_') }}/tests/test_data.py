@@ -205,6 +205,15 @@ def test_a_csv_with_a_byte_order_mark_is_read_in_training_and_predict(tmp_path: 
     assert len(read_inputs(excel, datamodule)) == 300
 
 
+def test_labels_are_read_without_spaces_around_them(tmp_path: Path) -> None:
+    # " barolo " and "barolo" were two classes (a walk's: 6 classes of wine's 3, trained, exit 0).
+    (table := tmp_path / "t.csv").write_text("a,y\n1, x\n2,x \n3,w\n4,w\n5,x\n")
+    datamodule = hydra.utils.instantiate(
+        compose_config("train", tmp_path, ["data=csv", f"data.path={table}", "data.target=y"]).data
+    )
+    assert datamodule.class_names == ["w", "x"] and datamodule.load()[1] == [1, 1, 0, 0, 1]
+
+
 @pytest.mark.parametrize(
     "pixels", [np.linspace(0, 1, 64, dtype=np.float32), np.arange(64, dtype=np.int32) << 20]
 )
@@ -276,6 +285,11 @@ def test_folds_are_disjoint_cover_the_data_outside_the_test_set_and_keep_it(tmp_
             "NaN or infinite values on lines [3, 5]",
         ),
         ({"t.csv": b"a,y\\n"}, ["data=csv", "data.path={tmp}/t.csv", "data.target=y"], "header and no rows"),
+        (  # a column renamed by hand as another: it held the other's values (a walk's, silently)
+            {"t.csv": b"a,b,a,y\\n1,2,3,x\\n"},
+            ["data=csv", "data.path={tmp}/t.csv", "data.target=y"],
+            "its header names ['a'] more than once: rename all but one",
+        ),
         (
             {"t.csv": b"a,y\\n1,x\\nz,w\\n"},
             ["data=csv", "data.path={tmp}/t.csv", "data.target=y"],

@@ -28,6 +28,8 @@ class CSVDataModule(LabelledDataModule):
             rows, columns = list(reader := csv.DictReader(file)), reader.fieldnames or []
         if missing := [c for c in [self.target, *(self.chosen or [])] if c not in columns]:
             raise ValueError(f"{self.path} has no column {', '.join(map(repr, missing))}: it has {columns}.")
+        if twice := sorted({c for c in columns if columns.count(c) > 1}):  # csv keeps the last one's values
+            raise ValueError(f"{self.path}: its header names {twice} more than once: rename all but one.")
         if not rows:
             raise ValueError(f"data.path={str(self.path)!r} has a header and no rows.")
         if blank := [line for line, row in enumerate(rows, start=2) if not (row[self.target] or "").strip()]:
@@ -40,7 +42,7 @@ class CSVDataModule(LabelledDataModule):
 
     @cached_property
     def class_names(self) -> list[str]:
-        return sorted({row[self.target] for row in self.rows})
+        return sorted({row[self.target].strip() for row in self.rows})  # " a", "a ", "a": one, a
 
     @property
     def input_shape(self) -> tuple[int, ...]:
@@ -57,5 +59,5 @@ class CSVDataModule(LabelledDataModule):
         inputs = torch.stack([self.transform(row) for row in self.rows])
         if bad := (~inputs.isfinite().all(dim=1)).nonzero().flatten().add(2).tolist():  # lines in the file
             raise ValueError(f"data.path={str(self.path)!r}: NaN or infinite values on lines {bad[:5]}.")
-        labels = [self.class_names.index(row[self.target]) for row in self.rows]
+        labels = [self.class_names.index(row[self.target].strip()) for row in self.rows]
         return TensorDataset(inputs, torch.tensor(labels)), labels

@@ -7,15 +7,15 @@ from torch import Tensor, nn
 
 
 class MLP(nn.Module):
-    """Flatten and normalize (the statistics travel in the weights: table columns of any scale train
-    like pixels), Linear-ReLU-Dropout per hidden layer (the backbone), then a linear head."""
+    """Flatten and normalize (by the mean and variance of all training batches so far, kept in the weights:
+    table columns of any scale train like pixels), Linear-ReLU-Dropout per hidden layer, a linear head."""
 
     def __init__(
         self, input_shape: Sequence[int], num_classes: int, hidden: Sequence = (128, 64), dropout: float = 0.1
     ) -> None:
         super().__init__()
         width = math.prod(input_shape)
-        layers: list[nn.Module] = [nn.Flatten(), nn.BatchNorm1d(width, affine=False)]
+        layers: list[nn.Module] = [nn.Flatten(), nn.BatchNorm1d(width, affine=False, momentum=None)]
         for size in hidden:
             layers += [nn.Linear(width, size), nn.ReLU(), nn.Dropout(dropout)]
             width = size
