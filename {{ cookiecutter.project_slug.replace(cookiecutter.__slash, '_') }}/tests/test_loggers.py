@@ -83,6 +83,21 @@ def test_every_logger_at_once_logs_the_metrics_json_names(
     hparams = (tmp_path / "csv" / "version_0" / "hparams.yaml").read_text()
     for key in ("trainer:", "data:", "seed: 42", "tags:"):
         assert key in hparams
+{%- if cookiecutter.logger == 'tensorboard' %}
+
+
+def test_tensorboard_s_hparams_view_has_the_config_and_the_final_metrics(tmp_path: Path) -> None:
+    # Lightning writes TensorBoard's hyperparameters only with metrics: its view was empty (a walk's).
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    from tensorboard.plugins.hparams.plugin_data_pb2 import HParamsPluginData
+
+    metrics = train(compose_config("train", tmp_path, ["logger=tensorboard", "seed=7", *SHORT]))
+    saved = EventAccumulator(str(tmp_path / "tensorboard")).Reload().PluginTagToContent("hparams")
+    start = HParamsPluginData.FromString(saved["_hparams_/session_start_info"]).session_start_info
+    assert start.hparams["seed"].number_value == 7 and start.hparams["data/batch_size"].number_value == 64
+    experiment = HParamsPluginData.FromString(saved["_hparams_/experiment"]).experiment
+    assert {info.name.tag for info in experiment.metric_infos} == set(metrics)
+{%- endif %}
 {%- if cookiecutter.__wandb == 'True' %}
 
 

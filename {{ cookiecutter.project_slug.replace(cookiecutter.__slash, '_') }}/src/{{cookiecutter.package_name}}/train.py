@@ -94,6 +94,11 @@ def train(cfg: DictConfig, overrides: list[str] | None = None) -> dict[str, floa
             getattr(logger.experiment, "finish", lambda **_: 0)(exit_code=int(sys.exc_info()[0] is not None))
     # Results only: the learning rate (lr-*) is a setting, and stays in the logs. JSON has no NaN: null.
     metrics = {key: float(value) for key, value in sorted(metrics.items()) if not key.startswith("lr-")}
+{%- if cookiecutter.logger == 'tensorboard' %}
+    for logger in [lg for lg in trainer.loggers if type(lg).__name__ == "TensorBoardLogger"]:  # HParams view
+        logger.log_hyperparams(OmegaConf.to_container(cfg, resolve=True), metrics, trainer.global_step)
+        logger.finalize("success")  # Lightning's writes none without metrics; this: a new event file, closed
+{%- endif %}
     if trainer.is_global_zero:
         finite = {key: value if abs(value) < float("inf") else None for key, value in metrics.items()}
         runs.write_json(run / "metrics.json", finite)
