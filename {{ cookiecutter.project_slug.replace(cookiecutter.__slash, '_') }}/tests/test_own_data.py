@@ -97,7 +97,7 @@ def test_a_csv_table_trains_evaluates_and_predicts(tmp_path: Path) -> None:
     table = write_table(tmp_path / "table.CSV", features=4, classes=3)  # suffixes in any case
     run = trained(tmp_path, "data=csv", f"data.path={table}", "data.target=species")
     assert metrics(run)["test/acc"] > 0.8
-    # The log says what the data gave the model, names as read (around them no spaces).
+    # The log says what the data gave the model, names as read (without spaces around them).
     assert "inputs [4], 3 classes ['kind_0', 'kind_1', 'kind_2']" in (run / "train.log").read_text()
     checkpoint = run / "checkpoints" / "last.ckpt"
     evaluated = run_script("eval.py", f"ckpt_path={checkpoint}", "logger=csv", cwd=tmp_path)
