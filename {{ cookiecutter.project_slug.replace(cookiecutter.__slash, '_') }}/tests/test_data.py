@@ -214,6 +214,15 @@ def test_labels_are_read_without_spaces_around_them(tmp_path: Path) -> None:
     assert datamodule.class_names == ["w", "x"] and datamodule.load()[1] == [1, 1, 0, 0, 1]
 
 
+def test_a_value_past_the_header_s_columns_is_no_feature(tmp_path: Path) -> None:
+    # A trailing comma on the first row made a feature named None ("a row does not fit: {..., None: ['']}").
+    (table := tmp_path / "t.csv").write_text("a,y\n1,x,\n2,x\n3,w\n4,w\n")
+    datamodule = hydra.utils.instantiate(
+        compose_config("train", tmp_path, ["data=csv", f"data.path={table}", "data.target=y"]).data
+    )
+    assert datamodule.features == ["a"] and datamodule.load()[0].tensors[0].flatten().tolist() == [1, 2, 3, 4]
+
+
 @pytest.mark.parametrize(
     "pixels", [np.linspace(0, 1, 64, dtype=np.float32), np.arange(64, dtype=np.int32) << 20]
 )
@@ -279,10 +288,10 @@ def test_folds_are_disjoint_cover_the_data_outside_the_test_set_and_keep_it(tmp_
             ["data=csv", "data.path={tmp}/t.csv", "data.target=y"],
             "no column 'y': it has ['a', 'b']",
         ),
-        (
-            {"t.csv": b"a,y\\n1,x\\nnan,w\\n2,x\\ninf,w\\n"},
+        (  # lines as numbered in the file: a blank one (csv skips it) counts
+            {"t.csv": b"a,y\\n1,x\\n\\nnan,w\\n2,x\\ninf,w\\n"},
             ["data=csv", "data.path={tmp}/t.csv", "data.target=y"],
-            "NaN or infinite values on lines [3, 5]",
+            "NaN or infinite values on lines [4, 6]",
         ),
         ({"t.csv": b"a,y\\n"}, ["data=csv", "data.path={tmp}/t.csv", "data.target=y"], "header and no rows"),
         (  # a column renamed by hand as another: it held the other's values (a walk's, silently)
@@ -291,9 +300,9 @@ def test_folds_are_disjoint_cover_the_data_outside_the_test_set_and_keep_it(tmp_
             "its header names ['a'] more than once: rename all but one",
         ),
         (
-            {"t.csv": b"a,y\\n1,x\\nz,w\\n"},
+            {"t.csv": b"a,y\\n1,x\\n\\nz,w\\n"},
             ["data=csv", "data.path={tmp}/t.csv", "data.target=y"],
-            "a row does not fit: {'a': 'z'}; data.features: numbers, none blank",
+            "t.csv:4 does not fit: {'a': 'z'}; data.features: numbers, none blank",
         ),
         (
             {"t.csv": b"a,y\\n1,x\\n,w\\n"},
@@ -301,9 +310,9 @@ def test_folds_are_disjoint_cover_the_data_outside_the_test_set_and_keep_it(tmp_
             "{'a': ''}; data.features: numbers, none blank",  # a blank: the message says they are refused
         ),
         (
-            {"t.csv": b"a,y\\n1,x\\n2,\\n3, \\n4\\n"},  # no label: blank, or a row cut short
+            {"t.csv": b"a,y\\n1,x\\n2,\\n3, \\n\\n4\\n"},  # no label: blank, or a row cut short
             ["data=csv", "data.path={tmp}/t.csv", "data.target=y"],
-            "no y on lines [3, 4, 5]",
+            "no y on lines [3, 4, 6]",
         ),
     ],
 )

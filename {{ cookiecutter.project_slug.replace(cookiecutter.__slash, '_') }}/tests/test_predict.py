@@ -77,7 +77,7 @@ def test_predictions_are_the_model_s_on_the_data_s_own_inputs(checkpoint: Path, 
         (hidden := source / ".ipynb_checkpoints").mkdir()  # Jupyter's copies: in a hidden folder, unpredicted
         (hidden / f"000-checkpoint{files[0].suffix}").write_bytes(files[0].read_bytes())
     elif isinstance(datamodule, CSVDataModule):  # the same rows, as a CSV file
-        rows_in = [datamodule.rows[i] for i in batch]
+        rows_in = [list(datamodule.rows.values())[i] for i in batch]
         with (source := tmp_path / "inputs.csv").open("w", newline="") as file:
             writer = csv.DictWriter(file, fieldnames=list(rows_in[0]))
             writer.writeheader()
@@ -117,6 +117,16 @@ def test_inputs_of_a_shape_no_reader_makes_ask_for_one(tmp_path: Path) -> None:
         read_inputs(table, shape)  # was: "it accepts a .csv file"
 
 
+def test_a_table_s_rows_are_named_by_their_lines_in_the_file(tmp_path: Path) -> None:
+    # csv skips blank lines: rows were named by their count (here table.csv:3 for the row on line 4).
+    (table := tmp_path / "table.csv").write_text("a,b,label\n1,2,x\n\n3,4,y\n")
+    datamodule = CSVDataModule(str(table), "label", features=["a", "b"])
+    assert {name: x.tolist() for name, x in read_inputs(table, datamodule).items()} == {
+        "table.csv:2": [1.0, 2.0],
+        "table.csv:4": [3.0, 4.0],
+    }
+
+
 def test_checkpoints_record_the_data_s_null_values_as_read_where_the_data_has_them(tmp_path: Path) -> None:
     from {{ cookiecutter.package_name }}.callbacks.resumable import Resumable
 
@@ -149,5 +159,5 @@ def test_predict_on_more_than_one_device_is_refused(checkpoint: Path, tmp_path: 
     # Refused before any input is read (any existing path will do: the checkpoint's).
     devices = ("trainer.accelerator=cpu", "trainer.devices=2", f"input={checkpoint}")
     result = run_script("predict.py", f"ckpt_path={checkpoint}", *devices, cwd=tmp_path)
-    assert result.returncode == 1 and "trainer.devices=2: predict.py uses one device" in result.stderr
+    assert result.returncode == 1 and "trainer.devices x num_nodes = 2: predict.py uses 1." in result.stderr
     assert not list(tmp_path.glob("logs/predict/runs/*/predictions.csv"))

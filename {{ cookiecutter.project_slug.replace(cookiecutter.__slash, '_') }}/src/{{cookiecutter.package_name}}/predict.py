@@ -20,8 +20,8 @@ def read_inputs(path: Path, datamodule: Any) -> dict[str, Any]:
 
     if len(datamodule.input_shape) == 1 and path.suffix.lower() == ".csv":
         with path.open(newline="", encoding="utf-8-sig") as file:
-            rows = enumerate(csv.DictReader(file), start=2)
-            return {f"{path.name}:{line}": datamodule.transform(row) for line, row in rows}
+            reader = csv.DictReader(file)  # its line_num: the file's line a row ends on (blank ones count)
+            return {f"{path.name}:{reader.line_num}": datamodule.transform(row) for row in reader}
     folder = path if path.is_dir() else path.parent
     images = sorted(p for p in path.rglob("*") if p.suffix.lower() in IMAGES) if path.is_dir() else [path]
     images = [p for p in images if not any(s[0] == "." for s in p.relative_to(path).parts)]  # as in training
@@ -43,7 +43,7 @@ def predict(cfg: DictConfig) -> Path:
     model, datamodule = model_and_data(cfg, "predict")  # the training data is not read: it may be gone
     trainer = hydra.utils.instantiate(cfg.trainer, logger=False)
     if trainer.world_size > 1:  # each rank would predict a share of the inputs, and write one file
-        raise runs.ConfigError(f"trainer.devices={trainer.num_devices}: predict.py uses one device: pass 1.")
+        raise runs.ConfigError(f"trainer.devices x num_nodes = {trainer.world_size}: predict.py uses 1.")
     with runs.named_errors():  # OSError: not an image Pillow reads (it names the file)
         inputs = read_inputs(Path(cfg.input), datamodule)
     if not inputs:

@@ -21,43 +21,44 @@ class CSVDataModule(LabelledDataModule):
         self.path, self.target, self.chosen = Path(path).expanduser().absolute(), target, features
 
     @cached_property
-    def rows(self) -> list[dict[str, str]]:
+    def rows(self) -> dict[int, dict[str, str]]:  # by the file's line (blank ones, which csv skips, count)
         if not self.path.is_file():
             raise ValueError(f"data.path={str(self.path)!r}: no such file. Pass a CSV file with a header.")
         with self.path.open(newline="", encoding="utf-8-sig") as file:  # Excel's BOM too
-            rows, columns = list(reader := csv.DictReader(file)), reader.fieldnames or []
+            reader = csv.DictReader(file)
+            rows, columns = {reader.line_num: row for row in reader}, reader.fieldnames or []  # noqa: B035
         if missing := [c for c in [self.target, *(self.chosen or [])] if c not in columns]:
             raise ValueError(f"{self.path} has no column {', '.join(map(repr, missing))}: it has {columns}.")
         if twice := sorted({c for c in columns if columns.count(c) > 1}):  # csv keeps the last one's values
             raise ValueError(f"{self.path}: its header names {twice} more than once: rename all but one.")
         if not rows:
             raise ValueError(f"data.path={str(self.path)!r} has a header and no rows.")
-        if blank := [line for line, row in enumerate(rows, start=2) if not (row[self.target] or "").strip()]:
+        if blank := [line for line, row in rows.items() if not (row[self.target] or "").strip()]:
             raise ValueError(f"data.path={str(self.path)!r}: no {self.target} on lines {blank[:5]}.")
         return rows
 
     @cached_property
     def features(self) -> list[str]:
-        return list(self.chosen or (c for c in self.rows[0] if c != self.target))
+        return list(self.chosen or (c for c in self.rows[min(self.rows)] if c not in (self.target, None)))
 
     @cached_property
     def class_names(self) -> list[str]:
-        return sorted({row[self.target].strip() for row in self.rows})  # " a", "a ", "a": one, a
+        return sorted({row[self.target].strip() for row in self.rows.values()})  # " a", "a ", "a": one, a
 
     @property
     def input_shape(self) -> tuple[int, ...]:
         return (len(self.features),)
 
-    def transform(self, row: Mapping[str, str]) -> Tensor:  # one row to one input, in training and predict.py
+    def transform(self, row: Mapping[str, str], where: str = "a row") -> Tensor:  # in training and predict.py
         try:
             return torch.tensor([float(row[name]) for name in self.features])
         except (KeyError, TypeError, ValueError):
             given = {name: row.get(name, "<no such column>") for name in self.features}  # the odd ones show
-            raise ValueError(f"a row does not fit: {given}; data.features: numbers, none blank") from None
+            raise ValueError(f"{where} does not fit: {given}; data.features: numbers, none blank") from None
 
     def load(self) -> tuple[Dataset, Sequence[int]]:  # all rows at start-up: one that does not fit stops it
-        inputs = torch.stack([self.transform(row) for row in self.rows])
-        if bad := (~inputs.isfinite().all(dim=1)).nonzero().flatten().add(2).tolist():  # lines in the file
+        inputs = torch.stack([self.transform(row, f"{self.path}:{line}") for line, row in self.rows.items()])
+        if bad := [line for line, ok in zip(self.rows, inputs.isfinite().all(dim=1), strict=True) if not ok]:
             raise ValueError(f"data.path={str(self.path)!r}: NaN or infinite values on lines {bad[:5]}.")
-        labels = [self.class_names.index(row[self.target].strip()) for row in self.rows]
+        labels = [self.class_names.index(row[self.target].strip()) for row in self.rows.values()]
         return TensorDataset(inputs, torch.tensor(labels)), labels
