@@ -7,7 +7,7 @@ from typing import Any
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from {{ cookiecutter.package_name }}.utils import config, runs
 
@@ -23,7 +23,8 @@ def model_and_data(cfg: Any, stage: str = "test") -> tuple[Any, Any]:
     model = Classifier.load_from_checkpoint(cfg.ckpt_path, map_location="cpu", weights_only=True).eval()
     data, saved = cfg.get("data") or {}, checkpoint.get("resumable", {}).get("data") or {}
     moved = "" if "_target_" in data else " (the checkpoint's data config; moved? ++data.root=, ++data.path=)"
-    if "_target_" not in (data := data if "_target_" in data else OmegaConf.merge(saved, data)):
+    fill = {k: v for k, v in saved.items() if data.get(k, 0 if "_target_" in data else None) is None}
+    if "_target_" not in (data := {**data, **fill}):  # what it leaves null as trained (a table's columns)
         raise runs.ConfigError(f"ckpt_path={cfg.ckpt_path} records no data config: pass data=<option>.")
     with runs.named_errors(moved):  # data that cannot be read or split
         datamodule = hydra.utils.instantiate(data)
