@@ -46,6 +46,8 @@ def assert_clear_error(result, *expected: str) -> None:
         ("train=maybe", "train='maybe': expected true or false"),
         ("train=false", "train=false tests the checkpoint at ckpt_path: pass ckpt_path=<a .ckpt file>"),
         ("experiment=finetune", "pretrained: required to fine-tune"),
+        # A resume's pretrained= is in its run's config: it was refused as above, before its run was found.
+        ("experiment=finetune resume=latest", "resume=latest: no unfinished run in"),
         ("data=image_folder data.root=???", "data.root: required"),  # ???: left out (yours may set it)
         # What the data configs share (--help lists it): it was an AttributeError traceback.
         ("data=_common", "data._target_: required, and no value given"),
@@ -75,7 +77,7 @@ def test_a_value_left_out_or_of_the_wrong_type_is_named_before_torch_loads(
         (["data=csv", "data.path=/no/such.csv", "data.target=y"], "data.path='/no/such.csv': no such file."),
         (
             ["data=csv", "data.path={cities}", "data.target=y", "model/net=mlp"],
-            "a row does not fit: {'size': '1', 'city': 'paris'}; data.features: numbers, none blank",
+            "cities.csv:2 does not fit: {'size': '1', 'city': 'paris'}; data.features: numbers, none blank",
         ),
         (
             ["data=image_folder", "data.root={images}", "data.image_size=[8,8,3]"],
@@ -170,7 +172,7 @@ def test_a_checkpoint_continues_with_its_own_net_and_optimizer(
     message = message.replace("<net>", trained.net._target_).replace("<lr>", str(trained.optimizer.lr))
     result = run_script("train.py", f"ckpt_path={checkpoint}", override, "trainer.max_epochs=5", cwd=tmp_path)
     assert_clear_error(result, f"ckpt_path='{checkpoint}' was trained with", message)
-    assert f"or start anew from its weights: pretrained={checkpoint}." in result.stderr
+    assert f"start anew from its weights: pretrained={checkpoint} (eval.py tests it as is)" in result.stderr
     assert not run_dirs(tmp_path / "logs" / "train" / "runs")
 
 

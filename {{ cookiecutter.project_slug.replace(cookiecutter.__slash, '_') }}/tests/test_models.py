@@ -23,7 +23,7 @@ class TakesPlainValues(torch.nn.Linear):
         assert type(input_shape) is list and type(sizes) is list, (type(input_shape), type(sizes))
 
 
-SHAPES = [((1, 8, 8), 10), ((3, 16, 16), 3), ((3, 28, 20), 2), ((4,), 3), ((1, 64), 4)]
+SHAPES = [((1, 8, 8), 10), ((3, 16, 16), 3), ((3, 28, 20), 2), ((1, 1, 5), 2), ((4,), 3), ((1, 64), 4)]
 
 
 @pytest.mark.parametrize("net", options("model/net"))

@@ -25,11 +25,10 @@ def export(cfg: DictConfig) -> Path:  # writes model.onnx and model.json; return
     inputs = {"name": "inputs", "shape": ["batch", *example.shape[1:]], "dtype": "float32"}  # numpy's name
     metadata = {"input": inputs, "output": {"name": "logits", "shape": ["batch", len(model.class_names)]}}
     metadata |= {"class_names": model.class_names, "data": checkpoint.get("resumable", {}).get("data")}
-    path = Path(cfg.paths.output_dir) / "model.onnx"
     names = {"input_names": ["inputs"], "output_names": ["logits"], "dynamo": True, "verbose": False}
     exported = model.to_onnx(None, example, dynamic_shapes=({0: torch.export.Dim("batch")},), **names)
     exported.model.metadata_props["metadata"] = json.dumps(metadata)
-    exported.save(path, external_data=False)  # one file
+    exported.save(path := Path(cfg.paths.output_dir) / "model.onnx", external_data=False)  # one file
     runs.write_json(path.with_name("model.json"), metadata)
     log.info(f"Exported: {path}")
     return path

@@ -116,7 +116,7 @@ def load_matching_weights(model: Any, path: str) -> None:
     for name, layer in [(n, m) for n, m in net.named_modules() if isinstance(m, nn.Linear)][-1:]:
         if f"{name}.weight" not in fits or checkpoint["hyper_parameters"]["class_names"] != model.class_names:
             fits = {k: v for k, v in fits.items() if not k.startswith(f"{name}.")}  # as many classes named
-            nn.init.zeros_(layer.weight)  # otherwise: it named them wrong. New: zero, as in ViT's fine-tuning
+            layer.load_state_dict({k: 0 * v for k, v in layer.state_dict().items()})  # or new: zero, as ViT's
     if not fits:
         raise runs.ConfigError(f"pretrained={path!r}: no layer of that checkpoint fits this net.")
     net.load_state_dict(fits, strict=False)

@@ -12,7 +12,7 @@ from torchdata.stateful_dataloader.sampler import StatefulDistributedSampler
 
 
 def start_worker(worker_id: int) -> None:
-    """A loader worker's start: seeded as Lightning seeds workers (only where no worker_init_fn is set)."""
+    """A loader worker's start: seeded as Lightning seeds workers where a loader has no worker_init_fn."""
     L.fabric.utilities.seed.pl_worker_init_function(worker_id)
     if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:  # a run's, which stops at a safe point, and
         for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1):  # its workers as it ends: stop signals

@@ -29,7 +29,7 @@ def check_types(cfg: DictConfig, overrides: list[str]) -> None:
     """A ConfigError names a value left out (???), or one of the wrong type (train.py: before torch loads)."""
     if missing := sorted(OmegaConf.missing_keys(cfg)):
         raise ConfigError(f"{', '.join(missing)}: required, and no value given: pass {missing[0]}=<value>.")
-    if (cfg.get("callbacks") or {}).get("backbone_finetuning") and not cfg.get("pretrained"):
+    if OmegaConf.select(cfg, "callbacks.backbone_finetuning") and not (cfg.pretrained or cfg.get("resume")):
         raise ConfigError("pretrained: required to fine-tune (a frozen random backbone learns nothing).")
     if not cfg.get("train", True) and not cfg.get("ckpt_path"):
         raise ConfigError("train=false tests the checkpoint at ckpt_path: pass ckpt_path=<a .ckpt file>.")
@@ -60,10 +60,9 @@ def quiet_console(cfg: DictConfig) -> None:
     logging.getLogger("lightning.pytorch.utilities.rank_zero").addFilter(lambda r: "💡" not in r.getMessage())
     # torch 2.13 deprecates what Lightning 2.6 and torchdata 0.11 still call.
     warnings.filterwarnings("ignore", message=r"`isinstance\(treespec, LeafSpec\)`|'set_vital' is deprecated")
-    warnings.filterwarnings("ignore", message="The `srun` command is available")  # SLURM here, not a job
-    warnings.filterwarnings("ignore", message="Checkpoint directory .* not empty|The dirpath has")  # resumes
-    warnings.filterwarnings("ignore", message="The provided params to be frozen")  # fine-tuning, train_bn
-    # Advice on choices made: few batches (epoch metrics log anyway), 0 workers (ours), trainer=cpu on a GPU.
+    # Lightning's notes on choices made: SLURM here, not a job; resumed checkpoints; fine-tuning's train_bn;
+    # few batches (epoch metrics log anyway), 0 workers (ours), trainer=cpu on a GPU.
+    warnings.filterwarnings("ignore", "The `srun`|Checkpoint directory|The dirpath has|The provided params")
     warnings.filterwarnings("ignore", "The number of training|The '.*' does not have many|GPU available")
 {%- if cookiecutter.__wandb == 'True' %}
     if "wandb" in (cfg.get("logger") or {}):  # W&B warns of Lightning's `anonymous` unless set up first

@@ -204,7 +204,7 @@ def checkpoint_to_continue(run: Path, ckpt_path: str | None, datamodule: Any, mo
     if key := next((key for key in ("net", "optimizer") if was[key] != model.hparams[key]), None):
         raise ConfigError(
             f"ckpt_path={ckpt_path!r} was trained with model.{key} {was[key]}, not {model.hparams[key]}: "
-            f"continue it with its own {key}, or start anew from its weights: pretrained={ckpt_path}."
+            f"pass its own, or start anew from its weights: pretrained={ckpt_path} (eval.py tests it as is)."
         )
     return ckpt_path
 

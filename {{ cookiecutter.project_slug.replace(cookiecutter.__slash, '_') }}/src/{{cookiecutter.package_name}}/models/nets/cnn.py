@@ -18,8 +18,8 @@ class SmallCNN(nn.Module):
         super().__init__()
         if len(input_shape) != 3:
             raise ValueError(f"model/net=cnn takes images (C, H, W), not {input_shape}: use model/net=mlp")
-        convs = [block(input_shape[0], width), block(width, width), nn.MaxPool2d(2), block(width, 2 * width)]
-        self.backbone = nn.Sequential(*convs, nn.AdaptiveAvgPool2d(1), nn.Flatten())  # any image size: 1x1
+        convs = [block(input_shape[0], width), block(width, width), nn.MaxPool2d(2, ceil_mode=True)]
+        self.backbone = nn.Sequential(*convs, block(width, 2 * width), nn.AdaptiveAvgPool2d(1), nn.Flatten())
         self.head = nn.Sequential(nn.Dropout(dropout), nn.Linear(2 * width, num_classes))
 
     def forward(self, x: Tensor) -> Tensor:

@@ -7,8 +7,8 @@ from torch import Tensor, nn
 
 
 class MLP(nn.Module):
-    """Flatten and normalize (by the mean and variance of all training batches so far, kept in the weights:
-    table columns of any scale train like pixels), Linear-ReLU-Dropout per hidden layer, a linear head."""
+    """Flatten, normalize (in training by the batch's mean and variance; evaluated, by their average over all
+    training batches, saved: columns of any scale train like pixels), Linear-ReLU-Dropout layers, a head."""
 
     def __init__(
         self, input_shape: Sequence[int], num_classes: int, hidden: Sequence = (128, 64), dropout: float = 0.1
