@@ -196,4 +196,19 @@ def test_a_resumed_run_logs_to_its_first_start_s_mlflow_run(tmp_path: Path) -> N
     history = client.get_metric_history(run.info.run_id, "train/loss")
     assert sorted(m.step for m in history) == [3, 7]  # each epoch's once: the first start's, the resume's
     assert run.data.params["resume"] == "None"  # the first start's params: MLflow's cannot change
+    # Named as its directory (was task_name: every run "train"), tagged with its task.
+    assert run.info.run_name == "run" and run.data.tags["task_name"] == "train"
+
+
+def test_the_jobs_of_a_multirun_are_mlflow_runs_named_by_it(tmp_path: Path) -> None:
+    from conftest import QUICK, run_script
+    from mlflow.tracking import MlflowClient
+
+    quick = [o for o in QUICK if not o.startswith("logger=")]
+    sweep = f"hydra.sweep.dir={tmp_path / 'logs' / 'train' / 'multiruns' / 'grid'}"
+    result = run_script("train.py", "-m", *quick, "logger=mlflow", "seed=1,2", sweep, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'logs' / 'mlflow.db'}")
+    runs = client.search_runs([e.experiment_id for e in client.search_experiments()])
+    assert sorted(run.info.run_name for run in runs) == ["grid/0", "grid/1"]
 {%- endif %}

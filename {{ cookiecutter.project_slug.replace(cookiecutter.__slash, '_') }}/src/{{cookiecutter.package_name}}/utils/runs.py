@@ -233,6 +233,10 @@ def wandb_mode() -> str | None:
 def mlflow_run_id(run: str | None) -> str | None:  # the MLflow run of a run's first start (train.py notes it)
     noted = Path(run or ".") / ".mlflow_run_id"
     return noted.read_text().strip() if run and noted.is_file() else None
+
+
+def mlflow_run_name(run: str) -> str:  # its directory's name; a multirun's job: <multirun>/<job number>
+    return f"{multirun_name()}/{Path(run).name}" if multirun_name() else Path(run).name
 {%- endif %}
 
 
@@ -250,5 +254,6 @@ ConfigStore.__deepcopy__ = lambda self, memo: self  # --help: one store, not ~10
 for function in [project_root, run_name, run_dir, hydra_subdir, multirun_name, run_id{{ ", wandb_mode" if cookiecutter.__wandb == "True" }}]:
     OmegaConf.register_new_resolver(function.__name__, function, use_cache=True, replace=True)
 {%- if cookiecutter.logger == 'mlflow' %}
-OmegaConf.register_new_resolver("mlflow_run_id", mlflow_run_id, use_cache=True, replace=True)
+for function in [mlflow_run_id, mlflow_run_name]:
+    OmegaConf.register_new_resolver(function.__name__, function, use_cache=True, replace=True)
 {%- endif %}
