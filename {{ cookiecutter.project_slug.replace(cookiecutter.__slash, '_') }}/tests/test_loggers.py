@@ -188,14 +188,16 @@ def test_a_resumed_run_logs_to_its_first_start_s_mlflow_run(tmp_path: Path) -> N
     started = run_script("train.py", *quick, "logger=mlflow", *stop, cwd=tmp_path, RUN_NAME="run")
     assert started.returncode == 75, started.stderr[-3000:]
     assert "database tables" not in started.stdout + started.stderr  # MLflow's, making logs/mlflow.db
-    resumed = run_script("train.py", "resume=run", cwd=tmp_path)
+    resumed = run_script("train.py", "resume=run", "trainer.max_epochs=3", cwd=tmp_path)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'logs' / 'mlflow.db'}")
     (run,) = client.search_runs([e.experiment_id for e in client.search_experiments()])
     assert run.info.status == "FINISHED" and {"test/acc", "val/acc"} <= run.data.metrics.keys()
     history = client.get_metric_history(run.info.run_id, "train/loss")
-    assert sorted(m.step for m in history) == [3, 7]  # each epoch's once: the first start's, the resume's
-    assert run.data.params["resume"] == "None"  # the first start's params: MLflow's cannot change
+    assert sorted(m.step for m in history) == [3, 7, 11]  # each epoch's once: the first start's, the resume's
+    # The first start's params (MLflow's cannot change); the tag says what the resume changed (it said not).
+    assert run.data.params["resume"] == "None" and run.data.params["trainer/max_epochs"] == "2"
+    assert "trainer.max_epochs=3" in run.data.tags["overrides"].split()
     # Named as its directory (was task_name: every run "train"), tagged with its task.
     assert run.info.run_name == "run" and run.data.tags["task_name"] == "train"
 
