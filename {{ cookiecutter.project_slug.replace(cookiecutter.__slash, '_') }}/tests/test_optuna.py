@@ -76,6 +76,12 @@ def test_search_prunes_a_bad_region_and_its_best_config_trains_to_the_best_value
         assert marker.is_file() == (trial.state.name == "PRUNED")
         if marker.is_file():
             assert json.loads(marker.read_text())["epoch"] == trial.last_step
+    # summary.json's means are of the complete trials (pruned ones, stopped early, were averaged in).
+    summary = json.loads((sweep / "summary.json").read_text())
+    assert summary["metrics"]["val/acc_best"]["n"] == list(states.values()).count("COMPLETE")
+    assert [job["dir"] for job in summary["jobs"] if "pruned" in job] == [
+        str(number) for number, state in sorted(states.items()) if state == "PRUNED"
+    ]
     bad = [t for t in study.trials if t.params["model.optimizer.lr"] == 1e-7]
     assert any(t.state.name == "PRUNED" and t.last_step < 3 for t in bad)  # before its last epoch
     assert study.best_params["model.optimizer.lr"] == 0.03

@@ -48,6 +48,10 @@ class MultirunSummary(Callback):
         for f in sorted(sweep.glob("*/metrics.json"), key=lambda p: (len(p.parent.name), p.parent.name)):
             overrides = yaml.safe_load((f.parent / ".hydra" / "overrides.yaml").read_text())
             jobs.append({"dir": f.parent.name, "overrides": overrides, "metrics": json.loads(f.read_text())})
+{%- if cookiecutter.__optuna == 'True' %}
+            if (f.parent / "pruned.json").is_file():  # a trial Optuna stopped early: left out of the means
+                jobs[-1] |= {"metrics": {}, "pruned": jobs[-1]["metrics"]}
+{%- endif %}
         for key in sorted({key for job in jobs for key in job["metrics"]}):
             if seen := [v for job in jobs if isinstance(v := job["metrics"].get(key), float)]:
                 spread[key] = {"mean": fmean(seen), "std": stdev(seen) if seen[1:] else 0.0, "n": len(seen)}
