@@ -136,6 +136,9 @@ def test_stopped_search_is_continued_by_the_same_command(tmp_path: Path) -> None
     assert result.returncode == 0, result.stderr[-3000:]
     states = [t.state.name for t in load(tmp_path, "stop").trials]
     assert states.count("FAIL") == len(failed) and states.count("COMPLETE") == 3, states
+    again = run_script(*said[1:], cwd=tmp_path)  # the study has its 3 trials: it said nothing of it
+    assert "It has 3 ended trials: none to run (raise hydra.sweeper.n_trials" in again.stdout + again.stderr
+    assert [t.state.name for t in load(tmp_path, "stop").trials] == states
 
 
 def ended_pid() -> int:
