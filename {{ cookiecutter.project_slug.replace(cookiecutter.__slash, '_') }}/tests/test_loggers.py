@@ -202,6 +202,27 @@ def test_a_resumed_run_logs_to_its_first_start_s_mlflow_run(tmp_path: Path) -> N
     assert run.info.run_name == "run" and run.data.tags["task_name"] == "train"
 
 
+def test_a_run_copied_from_another_mlflow_store_resumes_into_a_new_mlflow_run(tmp_path: Path) -> None:
+    # Its noted MLflow run is in the store it came from: "Run with id=... not found", a traceback.
+    import shutil
+
+    from conftest import QUICK, run_script, stop_at
+    from mlflow.tracking import MlflowClient
+
+    quick = [o for o in QUICK if not o.startswith("logger=")]
+    (tmp_path / "a").mkdir(), (tmp_path / "b").mkdir()
+    stop = stop_at("on_train_batch_end", step=6)
+    started = run_script("train.py", *quick, "logger=mlflow", *stop, cwd=tmp_path / "a", RUN_NAME="run")
+    assert started.returncode == 75, started.stderr[-3000:]
+    shutil.copytree(tmp_path / "a" / "logs" / "train" / "runs" / "run", copy := tmp_path / "b" / "run")
+    resumed = run_script("train.py", f"resume={copy}", cwd=tmp_path / "b")
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert "its MLflow run is not in sqlite:///" in resumed.stdout + resumed.stderr
+    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'b' / 'logs' / 'mlflow.db'}")
+    (run,) = client.search_runs([e.experiment_id for e in client.search_experiments()])
+    assert run.info.status == "FINISHED" and "test/acc" in run.data.metrics
+
+
 def test_the_jobs_of_a_multirun_are_mlflow_runs_named_by_it(tmp_path: Path) -> None:
     from conftest import QUICK, run_script
     from mlflow.tracking import MlflowClient

@@ -230,13 +230,21 @@ def wandb_mode() -> str | None:
 {%- if cookiecutter.logger == 'mlflow' %}
 
 
-def mlflow_run_id(run: str | None) -> str | None:  # the MLflow run of a run's first start (train.py notes it)
-    noted = Path(run or ".") / ".mlflow_run_id"
-    return noted.read_text().strip() if run and noted.is_file() else None
+def mlflow_run_id(run: str | None, store: str) -> str | None:  # its first start's (train.py notes it)
+    if not (run and (noted := Path(run) / ".mlflow_run_id").is_file()):
+        return None
+    from mlflow.tracking import MlflowClient
+
+    try:
+        return MlflowClient(store).get_run(noted.read_text().strip()).info.run_id
+    except Exception:  # the run was copied here from another machine or store: MLflow has no such run
+        log.warning(f"{run}: its MLflow run is not in {store}: it logs to a new one.")
+        return None
 
 
-def mlflow_run_name(run: str) -> str:  # its directory's name; a multirun's job: <multirun>/<job number>
-    return f"{multirun_name()}/{Path(run).name}" if multirun_name() else Path(run).name
+def mlflow_run_name(run: str | None) -> str | None:  # its directory's; a multirun's job: <multirun>/<job>
+    name = Path(run).name if run else None  # --cfg job: no directory
+    return f"{multirun_name()}/{name}" if name and multirun_name() else name
 {%- endif %}
 
 
