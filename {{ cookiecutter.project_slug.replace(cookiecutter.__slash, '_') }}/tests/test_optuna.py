@@ -187,6 +187,10 @@ def test_a_study_of_failed_trials_alone_continues_for_another_metric(tmp_path: P
     typo = run_script("train.py", *search("typo", 1, "optimized_metric=val/accc"), cwd=tmp_path)
     assert typo.returncode == 1 and "Trial 0 returned None" in typo.stderr, typo.stderr[-3000:]
     assert "val/accc is not among the validation's metrics" in typo.stdout + typo.stderr  # at its first
+    # Not its direction: Optuna keeps a study's, failed trials' too (it maximized the loss, silently).
+    minimize = ("optimized_metric=val/loss", "hydra.sweeper.direction=minimize")
+    other = run_script("train.py", *search("typo", 1, *minimize), cwd=tmp_path)
+    assert other.returncode == 1 and "is to maximize val/loss, not to minimize val/loss" in other.stderr
     fixed = run_script("train.py", *search("typo", 1), cwd=tmp_path)
     assert fixed.returncode == 0, fixed.stderr[-3000:]
     assert [trial.state.name for trial in load(tmp_path, "typo").trials] == ["FAIL", "COMPLETE"]
@@ -274,6 +278,25 @@ def test_submitit_launcher_runs_a_batch_of_trials_at_once(tmp_path: Path) -> Non
 {%- endif %}
 
 
+def test_a_trial_failed_by_another_worker_while_it_trains_trains_on(tmp_path: Path) -> None:
+    # Its next report raised Optuna's UpdateFinishedTrialError: a traceback, the run lost.
+    from types import SimpleNamespace
+
+    import torch
+
+    from {{ cookiecutter.package_name }}.callbacks.optuna_pruning import OptunaPruning
+
+    running_trial(tmp_path, "late", [here(), 1])
+    journal = str(sweep_dir(tmp_path, "late") / "optuna.journal")
+    pruning = OptunaPruning("val/acc", str(tmp_path), journal, "late", 0)
+    trainer = SimpleNamespace(is_global_zero=True, sanity_checking=False, current_epoch=1, should_stop=False)
+    trainer.strategy, trainer.callback_metrics = SimpleNamespace(broadcast=bool), {"val/acc": torch.ones(())}
+    pruning.on_fit_start(trainer, None)
+    tell(load(tmp_path, "late"), 0, optuna.trial.TrialState.FAIL)  # its heartbeat was late, say
+    pruning.on_validation_end(trainer, None)
+    assert pruning.trial is None and not trainer.should_stop
+
+
 @pytest.mark.parametrize(
     ("override", "message"),
     [
@@ -335,6 +358,14 @@ def test_search_space_takes_hydras_sweep_grammar_and_names_what_it_cannot_search
     assert search_space(["a=interval(0, 1)", "a=0.5"]) == ({}, ["a=0.5"])  # a later value fixes a key
     with pytest.raises(ConfigError, match=r"a=tag\(log, interval\(0.0, 1.0\)\) cannot be searched"):
         search_space(["a=tag(log, interval(0.0, 1.0))"])
-    with pytest.raises(ConfigError, match="sampler: Error locating target 'optuna.samplers.TPE'"):
+    with pytest.raises(ConfigError, match="sampler: ModuleNotFoundError: No module named 'optuna.sampl"):
         make("sampler", {"_target_": "optuna.samplers.TPE"})
+    # Hydra's first line ("Error in call to target") named no key; the sampler's own error does.
+    with pytest.raises(ConfigError, match="unexpected keyword argument 'n_startup_trial'"):
+        make("sampler", {"_target_": "optuna.samplers.TPESampler", "n_startup_trial": 3})
+    # No _target_: the config itself came back, and failed in the first trial's callback.
+    with pytest.raises(ConfigError, match=r"pruner=\{'n_warmup_steps': 3\}: no Optuna pruner \(_target_\?\)"):
+        make("pruner", {"n_warmup_steps": 3})
+    # A float range's last value, as Hydra adds it up (0.8999...), was dropped by Optuna's step check.
+    assert search_space(["a=range(0, 1, 0.3)"])[0]["a"].high == 0.9
     assert isinstance(make("pruner", None), optuna.pruners.NopPruner)

@@ -53,8 +53,14 @@ class OptunaPruning(L.Callback):
             log.warning(f"{self.monitor} is not among the validation's metrics ({logged}): no pruning.")
             self.trial = None  # said once; a trial that returns no value fails
         if self.trial is not None and value is not None:
-            self.trial.report(float(value), trainer.current_epoch)
-            prune = self.trial.should_prune()
+            from optuna.exceptions import UpdateFinishedTrialError
+
+            try:
+                self.trial.report(float(value), trainer.current_epoch)
+                prune = self.trial.should_prune()
+            except UpdateFinishedTrialError:  # another worker failed it: its heartbeat came late
+                log.warning(f"Trial {self.number} has ended in its study (failed?): it trains on, unpruned.")
+                self.trial = None
         if trainer.strategy.broadcast(prune):  # every rank stops
             trainer.should_stop = True
         if prune:  # the sweeper reads it back, to tell the study

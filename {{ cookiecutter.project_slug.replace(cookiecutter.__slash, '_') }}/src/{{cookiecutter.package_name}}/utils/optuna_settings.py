@@ -28,6 +28,7 @@ SWEEPS = "interval(a, b), tag(log, interval(a, b)), int(interval(a, b)), range(a
 
 def make(kind: str, spec: Any) -> Any:
     """An Optuna pruner or sampler (`kind`) from its name (median, tpe, ...) or a config with _target_."""
+    import optuna
     from hydra.utils import instantiate
 
     names = NAMES[kind]
@@ -37,11 +38,15 @@ def make(kind: str, spec: Any) -> Any:
             raise ConfigError(f"hydra.sweeper.{kind}={spec}: no such {kind}. Accepted: {accepted}.")
         spec = {"_target_": f"optuna.{kind}s.{names[spec or 'none']}"}
     try:
-        return instantiate(spec)
+        made = instantiate(spec)
     except Exception as error:
-        raise ConfigError(
-            f"hydra.sweeper.{kind}: {str(error).splitlines()[0]} Accepted: {accepted}."
-        ) from None
+        while error.__cause__ is not None:  # Hydra's "Error in call to target ...": its cause names the key
+            error = error.__cause__
+        why = f"{type(error).__name__}: {str(error).splitlines()[0]}"
+        raise ConfigError(f"hydra.sweeper.{kind}: {why}. Accepted: {accepted}.") from None
+    if not isinstance(made, optuna.pruners.BasePruner if kind == "pruner" else optuna.samplers.BaseSampler):
+        raise ConfigError(f"hydra.sweeper.{kind}={spec}: no Optuna {kind} (_target_?). Accepted: {accepted}.")
+    return made
 
 
 def open_storage(url: str) -> Any:
@@ -96,7 +101,7 @@ def search_space(overrides: list[str]) -> tuple[dict[str, Any], list[str]]:
             elif override.is_range_sweep():
                 values = list(override.sweep_iterator())
                 number = IntDistribution if all(isinstance(v, int) for v in values) else FloatDistribution
-                space[key] = number(values[0], values[-1], step=value.step)
+                space[key] = number(values[0], round(values[-1], 12), step=value.step)  # 0.3 * 3: 0.899...
             elif override.is_interval_sweep():
                 number = IntDistribution if isinstance(value.start, int) else FloatDistribution
                 space[key] = number(value.start, value.end, log="log" in value.tags)

@@ -95,14 +95,15 @@ class OptunaSweeper(Sweeper):
                         "start another study (hydra.sweeper.study_name=<new name>)."
                     ) from None
         binding = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.RUNNING)  # not failed ones: a typo's
-        if any(trial.state in binding for trial in known):  # study continues with the typo fixed
-            was = (study.user_attrs.get("metric", metric), study.direction.name.lower())
-            if was != (metric, self.direction):  # Optuna keeps the study's direction, silently
-                raise ConfigError(
-                    f"Study {study.study_name} in {url} is to {was[1]} {was[0]}, not to {self.direction} "
-                    f"{metric}: continue it with optimized_metric={was[0]} hydra.sweeper.direction={was[1]}, "
-                    "or start another (hydra.sweeper.study_name=<new name>)."
-                )
+        bound = any(trial.state in binding for trial in known)  # failed trials alone: another metric may do
+        was = (study.user_attrs.get("metric", metric) if bound else metric, study.direction.name.lower())
+        if was != (metric, self.direction):  # Optuna keeps a study's direction, silently (failed trials' too)
+            raise ConfigError(
+                f"Study {study.study_name} in {url} is to {was[1]} {was[0]}, not to {self.direction} "
+                f"{metric}: continue it with optimized_metric={was[0]} hydra.sweeper.direction={was[1]}, "
+                "or start another (hydra.sweeper.study_name=<new name>)."
+            )
+        if bound:
             if (before := study.user_attrs.get("fixed", kept)) != kept:  # trials of two configs: no search
                 new, gone = [o for o in kept if o not in before], [o for o in before if o not in kept]
                 raise ConfigError(
@@ -215,7 +216,8 @@ class OptunaSweeper(Sweeper):
         metric = OmegaConf.select(self.config, "optimized_metric", default="value")
         for trial, job in zip(trials, returns, strict=True):
             value = job.return_value if job.status == JobStatus.COMPLETED else None
-            state = TrialState.COMPLETE if isinstance(value, int | float) else TrialState.FAIL
+            number = isinstance(value, int | float) and value == value  # not NaN: Optuna stores it as failed
+            state = TrialState.COMPLETE if number else TrialState.FAIL
             state = TrialState.PRUNED if trial.number in pruned else state
             tell(study, trial, state, value if state == TrialState.COMPLETE else None)
             log.info(f"Trial {trial.number} {state.name.lower()}: {metric} = {value}")
