@@ -340,6 +340,27 @@ def test_workers_creating_a_new_database_at_once_all_open_it(tmp_path: Path) -> 
         assert pool.map_async(opened, [url] * 4).get(timeout=120) == ["opened"] * 4
 
 
+def test_the_best_trial_s_config_composes_with_a_group_after_experiment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # debug=limit among a trial's overrides came between override entries: Hydra refused the file
+    # ("Overrides must be at the end of the defaults list").
+    from conftest import CONFIG_MODULE
+    from hydra import compose, initialize_config_module
+
+    from {{ cookiecutter.package_name }}.utils.optuna_results import experiment
+
+    with initialize_config_module(config_module=CONFIG_MODULE, version_base="1.3"):
+        choices = list(compose("train", return_hydra_config=True).hydra.runtime.choices)
+    text = experiment(["logger=csv", "debug=limit", "model/net=mlp", "seed=3"], choices)
+    (folder := tmp_path / "configs" / "experiment").mkdir(parents=True)
+    (folder / "t_best.yaml").write_text(f"# @package _global_\n{text}")
+    monkeypatch.setenv("PROJECT_ROOT", str(tmp_path))
+    cfg = compose_config("train", tmp_path / "run", ["experiment=t_best"])
+    net = cfg.model.net._target_.rsplit(".", 1)[-1]
+    assert (cfg.seed, cfg.trainer.limit_train_batches, net) == (3, 3, "MLP")
+
+
 def test_search_space_takes_hydras_sweep_grammar_and_names_what_it_cannot_search() -> None:
     sweeps = [
         "a=tag(log, interval(0.001, 0.1))",

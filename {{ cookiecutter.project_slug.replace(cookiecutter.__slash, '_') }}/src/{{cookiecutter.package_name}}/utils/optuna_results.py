@@ -55,6 +55,7 @@ def experiment(overrides: list[str], choices: list[str]) -> str:
             defaults.append({f"override /{key}": value})
         else:
             OmegaConf.update(values, key, value, force_add=True)
+    defaults.sort(key=lambda entry: isinstance(entry, dict))  # Hydra takes the overrides last (stable sort)
     return OmegaConf.to_yaml({"defaults": [*defaults, "_self_"], **OmegaConf.to_container(values)})
 
 
