@@ -24,7 +24,7 @@ def model_and_data(cfg: Any, stage: str = "test") -> tuple[Any, Any]:
     data, saved = cfg.get("data") or {}, checkpoint.get("resumable", {}).get("data") or {}
     moved = "" if "_target_" in data else " (the checkpoint's data config; moved? ++data.root=, ++data.path=)"
     fill = {k: v for k, v in saved.items() if data.get(k, 0 if "_target_" in data else None) is None}
-    if "_target_" not in (data := {**data, **fill}):  # what it leaves null as trained (a table's columns)
+    if "_target_" not in (data := {**data, **fill}):  # its nulls as recorded: columns, image size
         raise runs.ConfigError(f"ckpt_path={cfg.ckpt_path} records no data config: pass data=<option>.")
     with runs.named_errors(moved):  # data that cannot be read or split
         datamodule = hydra.utils.instantiate(data)
