@@ -276,11 +276,13 @@ def failures(result: subprocess.CompletedProcess[str]) -> str:
 
 
 # Beside its own configs, the logger answer changes the default logger of train.yaml and eval.yaml and the
-# code that hands a logger its artifacts and resumes its run: these files' tests check all of it.
+# code that hands a logger its artifacts and resumes its run: these files' tests check all of it. The search
+# answer changes multirun.py's summary (pruned trials): test_optuna.py checks it, where it runs whole.
 ANSWER_TESTS = {"test_configs.py", "test_eval.py", "test_loggers.py", "test_train.py"}
-LOGGER_CODE = {
+ANSWER_CODE = {
     "src/my_project/callbacks/reports.py",
     "src/my_project/train.py",
+    "src/my_project/utils/multirun.py",
     "src/my_project/utils/runs.py",
 }
 
@@ -298,7 +300,7 @@ def changed_tests(project: Path, reference: Path, other: Path) -> list[str]:
         or twin.read_bytes() != path.read_bytes()
     ]
     shared = {name for name in differs if (reference / name).is_file() and not name.startswith("tests/")}
-    assert shared <= LOGGER_CODE, f"{sorted(shared - LOGGER_CODE)} differ by answer: add their tests here"
+    assert shared <= ANSWER_CODE, f"{sorted(shared - ANSWER_CODE)} differ by answer: add their tests here"
     # Code the reference lacks, held byte for byte by `other`: its tests ran whole there.
     added = [name for name in differs if name not in shared and not name.startswith("tests/")]
     ran = bool(added) and all(same(project, other, name) for name in added)

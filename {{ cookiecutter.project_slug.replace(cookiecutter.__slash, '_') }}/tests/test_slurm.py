@@ -43,7 +43,7 @@ PAUSE_STEP = 3
 def test_sbatch_script_is_valid_bash_and_runs_train_py() -> None:
     assert subprocess.run(["bash", "-n", str(SBATCH)], capture_output=True).returncode == 0
     text = SBATCH.read_text()
-    command = re.search(r"^srun python (\S+)", text, re.MULTILINE)
+    command = re.search(r"^srun (?:--\S+ )*python (\S+)", text, re.MULTILINE)
     assert command and (ROOT / command.group(1)).is_file()
     assert "--signal=USR1@" in text
     # CPU and GPU nodes alike: no GPU asked for or assumed unless the user says so.
