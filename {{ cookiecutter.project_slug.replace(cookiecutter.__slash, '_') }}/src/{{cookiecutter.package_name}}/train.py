@@ -72,8 +72,8 @@ def train(cfg: DictConfig, overrides: list[str] | None = None) -> dict[str, floa
             mlflow_run = getattr(logger, "run_id", None)  # MLflow's: a str (fast_dev_run's dummy: any)
             if isinstance(mlflow_run, str):  # this start's: a resume's changes (its params stay the first's)
                 logger.experiment.set_tag(mlflow_run, "overrides", " ".join(overrides or []))
-            if isinstance(mlflow_run, str) and OmegaConf.select(cfg, "logger.mlflow.run_id"):
-                continue  # a resume logs to its first start's MLflow run, whose params cannot change
+                if OmegaConf.select(cfg, "logger.mlflow.run_id"):
+                    continue  # a resume logs to its first start's MLflow run, whose params cannot change
 {%- endif %}
             logger.log_hyperparams(OmegaConf.to_container(cfg, resolve=True))
 {%- if cookiecutter.logger == 'mlflow' %}

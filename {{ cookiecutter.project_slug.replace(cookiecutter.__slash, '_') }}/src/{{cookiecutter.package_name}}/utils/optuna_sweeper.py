@@ -129,7 +129,7 @@ class OptunaSweeper(Sweeper):
         spec = OmegaConf.to_container(self.pruner) if OmegaConf.is_config(self.pruner) else self.pruner
         study.set_user_attr("pruner", spec)
         log.info(f"Study {study.study_name} in {url}: {self.n_trials} trials over {', '.join(space)}.")
-        if (done := sum(t.state.name in ("COMPLETE", "PRUNED") for t in study.trials)) >= self.n_trials:
+        if (done := sum(t.state in (TrialState.COMPLETE, TrialState.PRUNED) for t in known)) >= self.n_trials:
             log.warning(f"It has {done} ended trials: none to run (raise hydra.sweeper.n_trials to go on).")
         for kind, does in (("sampler", "draws all at random"), ("pruner", "prunes none")):  # silently
             n = OmegaConf.select(self.config, f"hydra.sweeper.{kind}.n_startup_trials") or 0

@@ -244,7 +244,7 @@ def mlflow_run_id(run: str | None, store: str) -> str | None:  # its first start
 
 def mlflow_run_name(run: str | None) -> str | None:  # its directory's; a multirun's job: <multirun>/<job>
     name = Path(run).name if run else None  # --cfg job: no directory
-    return f"{multirun_name()}/{name}" if name and multirun_name() else name
+    return f"{multirun}/{name}" if name and (multirun := multirun_name()) else name
 {%- endif %}
 
 
