@@ -147,19 +147,20 @@ def ended_pid() -> int:
     return int(ended.stdout)
 
 
-def running_trial(cwd: Path, study: str, worker: list) -> None:
-    """A study whose trial 0 runs in `worker` ([host, pid]), its heartbeat sent just now."""
+def running_trial(cwd: Path, study: str, worker: list, beat: float = 0) -> None:
+    """A study whose trial 0 runs in `worker` ([host, pid, heartbeat interval]), its heartbeat sent `beat`
+    seconds ago."""
     (folder := sweep_dir(cwd, study)).mkdir(parents=True)
     storage = open_storage(str(folder / "optuna.journal"))
     trial = optuna.create_study(storage=storage, study_name=study, direction="maximize").ask()
-    trial.set_user_attr("heartbeat", time.time())
+    trial.set_user_attr("heartbeat", time.time() - beat)
     trial.set_user_attr("worker", worker)
 
 
 def test_a_trial_of_a_killed_worker_of_this_machine_fails_at_once(tmp_path: Path) -> None:
     # A search killed (kill -9) and started again waited two heartbeat intervals (2 minutes) for its own
     # trial, as for one of another machine's worker (a probe's).
-    running_trial(tmp_path, "dead", [here(), ended_pid()])
+    running_trial(tmp_path, "dead", [here(), ended_pid(), 60])
     result = run_script("train.py", *search("dead", 1), cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "Trial 0: its worker has ended: failed." in (said := result.stdout + result.stderr)
@@ -172,8 +173,11 @@ def test_a_trial_of_a_killed_worker_of_this_machine_fails_at_once(tmp_path: Path
 def test_a_search_waiting_for_another_worker_s_trial_stops_on_a_signal(tmp_path: Path) -> None:
     # It went on waiting after SIGTERM; a second Ctrl+C ended it with a traceback (a probe's). The trial's
     # worker: a container's, with the host's name (docker --network=host), whose process ids are its own.
-    running_trial(tmp_path, "wait", [f"{socket.gethostname()} 0", ended_pid()])
-    waiting = start(tmp_path, search("wait", 1), log := tmp_path / "wait.log")
+    # It beats every 60 s, and beat 5 s ago: a search beating every second waits for it all the same (it
+    # failed the trial, as silent for more than two of its own intervals).
+    running_trial(tmp_path, "wait", [f"{socket.gethostname()} 0", ended_pid(), 60], beat=5)
+    arguments = search("wait", 1, "hydra.sweeper.heartbeat_interval=1")
+    waiting = start(tmp_path, arguments, log := tmp_path / "wait.log")
     while "Waiting for the 1 trials" not in log.read_text() and waiting.poll() is None:
         time.sleep(0.1)
     waiting.send_signal(signal.SIGTERM)

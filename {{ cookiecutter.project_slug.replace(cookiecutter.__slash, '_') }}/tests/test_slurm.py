@@ -95,6 +95,13 @@ def test_slurm_launcher_without_a_scheduler_says_so(tmp_path: Path) -> None:
     assert result.returncode == 1 and "Traceback" not in result.stderr
     assert "no SLURM scheduler found here (`scontrol ping`: scontrol: fatal: Could not" in result.stderr
     assert not (tmp_path / "logs").exists()
+    # The tasks per node are trainer.devices: auto or a list of indices failed with OmegaConf's traceback.
+    for devices in ("auto", "[0,1]", "-1"):
+        result = run_script("train.py", *arguments, f"trainer.devices={devices}", cwd=tmp_path)
+        assert result.returncode == 1 and "Traceback" not in result.stderr
+        said = f"trainer.devices={devices.replace(',', ', ')}: on SLURM, one task per device starts on each"
+        assert said in result.stderr and "such as trainer.devices=4" in result.stderr
+        assert not (tmp_path / "logs").exists()
 
 
 @pytest.mark.slow

@@ -4,9 +4,9 @@ Each trial is one job of the multirun, in <sweep dir>/<trial number>/, launched 
 through the configured launcher (SLURM's runs a batch in parallel). The study lives in `storage`:
 workers started with the same storage and study_name share it, and a stopped search continues with
 the same command, running only the trials still missing. Workers beat a heartbeat into their running
-trials, and a trial silent for two intervals (its worker died) is marked failed: Optuna's own heartbeat
-covers database storages only, not journal files. Hydra takes sweepers only from the hydra_plugins
-namespace: src/hydra_plugins/ names this one there.
+trials, and a trial silent for two of its worker's intervals (the worker died) is marked failed: Optuna's
+own heartbeat covers database storages only, not journal files. Hydra takes sweepers only from the
+hydra_plugins namespace: src/hydra_plugins/ names this one there.
 """
 
 import contextlib
@@ -167,9 +167,10 @@ class OptunaSweeper(Sweeper):
                 raise SystemExit(EXIT_CODE)
             for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
                 silent = time.time() - trial.user_attrs.get("heartbeat", trial.datetime_start.timestamp())
-                where, pid = trial.user_attrs.get("worker", ("", 0))
+                # [host, pid, its heartbeat_interval]: workers may beat at different intervals
+                where, pid, interval = trial.user_attrs.get("worker", ("", 0, self.heartbeat_interval))
                 ended = where == here() and not alive(pid)  # a worker here, killed
-                if ended or silent > 2 * self.heartbeat_interval:
+                if ended or silent > 2 * interval:
                     why = "has ended" if ended else f"sent no heartbeat for {silent:.0f} s"
                     log.warning(f"Trial {trial.number}: its worker {why}: failed.")
                     tell(study, trial.number, TrialState.FAIL)
@@ -192,7 +193,7 @@ class OptunaSweeper(Sweeper):
             overrides = [*fixed, *(f"{k}={v}" for k, v in trial.params.items())]
             trial.set_user_attr("overrides", overrides)  # the best one becomes an experiment config
             trial.set_user_attr("heartbeat", time.time())
-            trial.set_user_attr("worker", [here(), os.getpid()])  # this process beats it
+            trial.set_user_attr("worker", [here(), os.getpid(), self.heartbeat_interval])  # it beats it
             jobs.append([*overrides, f"hydra.sweep.subdir={trial.number}"])
             if OmegaConf.select(self.config, PRUNING) is not None:  # which trial the run is, for its callback
                 ids = {"storage": quote(url), "study_name": quote(study.study_name), "trial": trial.number}

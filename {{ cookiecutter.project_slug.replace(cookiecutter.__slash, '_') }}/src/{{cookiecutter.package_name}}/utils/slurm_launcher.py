@@ -2,10 +2,10 @@
 partition the cluster lacks, it fails late (a traceback, a half-written multirun directory); Ctrl+C while
 it waits for the jobs said nothing true (they go on); its console never showed the results.
 
-This Hydra callback (configs/hydra/default.yaml) checks before anything is written: SLURM's commands
-are there (`sbatch`), its controller answers (`scontrol ping`), the partition exists. While the jobs
-run, Ctrl+C or SIGTERM stops waiting for them (a search's: after them) and says how to stop them; at
-the end, the summary.
+This Hydra callback (configs/hydra/default.yaml) checks before anything is written: the tasks per node
+are a number, SLURM's commands are there (`sbatch`), its controller answers (`scontrol ping`), the
+partition exists. While the jobs run, Ctrl+C or SIGTERM stops waiting for them (a search's: after
+them) and says how to stop them; at the end, the summary.
 """
 
 import shutil
@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from hydra.experimental.callback import Callback
-from omegaconf import DictConfig
+from omegaconf import DictConfig, ValidationError
 
 from {{ cookiecutter.package_name }}.utils.multirun import MultirunSummary
 
@@ -28,6 +28,15 @@ class SlurmLauncherCallback(Callback):
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         if not on_slurm(config):
             return
+        try:  # ${trainer.devices}, typed int: auto or a list failed in Hydra's setup, with a traceback
+            tasks = config.hydra.launcher.tasks_per_node
+        except ValidationError:
+            tasks = 0
+        if tasks < 1:
+            raise SystemExit(
+                f"trainer.devices={config.trainer.devices}: on SLURM, one task per device starts on each "
+                "node (hydra.launcher.tasks_per_node); accepted: a number, such as trainer.devices=4."
+            )
         why = "no `sbatch` on PATH"
         if shutil.which("sbatch"):  # and the controller answers (a login node's configuration names it)
             try:
@@ -45,7 +54,10 @@ class SlurmLauncherCallback(Callback):
                 "slurm-wlm munge (Debian, Ubuntu)."
             )
         sinfo = ["sinfo", "--all", "--noheader", "--format=%R"]  # every partition's name, hidden ones too
-        names = subprocess.run(sinfo, capture_output=True, text=True, timeout=60).stdout.split()
+        try:  # unanswered: sbatch says what it finds
+            names = subprocess.run(sinfo, capture_output=True, text=True, timeout=60).stdout.split()
+        except (OSError, subprocess.TimeoutExpired):
+            names = []
         asked = config.hydra.launcher.get("partition")
         if names and asked and not set(str(asked).split(",")) <= set(names):
             raise SystemExit(  # sbatch would refuse it inside submitit: a traceback, a half-written directory
