@@ -188,9 +188,11 @@ def test_a_resumed_run_logs_to_its_first_start_s_mlflow_run(tmp_path: Path) -> N
     started = run_script("train.py", *quick, "logger=mlflow", *stop, cwd=tmp_path, RUN_NAME="run")
     assert started.returncode == 75, started.stderr[-3000:]
     assert "database tables" not in started.stdout + started.stderr  # MLflow's, making logs/mlflow.db
+    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'logs' / 'mlflow.db'}")
+    (stopped,) = client.search_runs([e.experiment_id for e in client.search_experiments()])
+    assert stopped.info.status == "KILLED"  # stopped to resume (was FAILED, as a crash)
     resumed = run_script("train.py", "resume=run", "trainer.max_epochs=3", cwd=tmp_path)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
-    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'logs' / 'mlflow.db'}")
     (run,) = client.search_runs([e.experiment_id for e in client.search_experiments()])
     assert run.info.status == "FINISHED" and {"test/acc", "val/acc"} <= run.data.metrics.keys()
     history = client.get_metric_history(run.info.run_id, "train/loss")

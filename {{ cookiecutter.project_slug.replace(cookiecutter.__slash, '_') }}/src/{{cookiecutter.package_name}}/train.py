@@ -94,6 +94,10 @@ def train(cfg: DictConfig, overrides: list[str] | None = None) -> dict[str, floa
     finally:  # end the loggers' runs (W&B; a failed one with exit code 1): a next job or call starts its own
         for logger in trainer.loggers:
             getattr(logger.experiment, "finish", lambda **_: 0)(exit_code=int(sys.exc_info()[0] is not None))
+{%- if cookiecutter.logger == 'mlflow' %}
+            if isinstance(sys.exc_info()[1], runs.Stopped) and isinstance(getattr(logger, "run_id", 0), str):
+                logger.experiment.set_terminated(logger.run_id, "KILLED")  # to resume (Lightning's: FAILED)
+{%- endif %}
     # Results only: the learning rate (lr-*) is a setting, and stays in the logs. JSON has no NaN: null.
     metrics = {key: float(value) for key, value in sorted(metrics.items()) if not key.startswith("lr-")}
 {%- if cookiecutter.logger == 'tensorboard' %}

@@ -62,7 +62,7 @@ def open_storage(url: str) -> Any:
         raise ConfigError(
             f"hydra.sweeper.storage={url} cannot be opened ({type(error).__name__}: "
             f"{str(error).splitlines()[0]}). Accepted: a database URL with its driver installed and its "
-            "server reachable (sqlite:///logs/optuna.db, postgresql://user:password@host/db), or the path "
+            "server reachable (sqlite:///logs/optuna.db, postgresql://user@host/db), or the path "
             "of a journal file (logs/optuna.journal)."
         ) from None
 
