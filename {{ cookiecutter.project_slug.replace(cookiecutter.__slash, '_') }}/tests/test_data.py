@@ -314,6 +314,11 @@ def test_folds_are_disjoint_cover_the_data_outside_the_test_set_and_keep_it(tmp_
             ["data=csv", "data.path={tmp}/t.csv", "data.target=y"],
             "no y on lines [3, 4, 6]",
         ),
+        (  # a comma in a value, unquoted: the values after it were read as the next columns' (silently)
+            {"t.csv": b"a,b,y\n1,2,x\n1,5,2,x\n3,4,w,\n"},  # a trailing comma: an empty value, no more
+            ["data=csv", "data.path={tmp}/t.csv", "data.target=y"],
+            "more values than columns on lines [3]",
+        ),
     ],
 )
 def test_unusable_data_is_named(files: dict, overrides: list, message: str, tmp_path: Path) -> None:

@@ -2,6 +2,7 @@
 training run tested it."""
 
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
@@ -36,6 +37,8 @@ def test_eval_reproduces_the_test_metrics_of_training(
     # The same per-class table and confusion matrix as the training run's test, in eval's run directory.
     assert (tmp_path / "test_per_class.csv").read_text() == (run / "test_per_class.csv").read_text()
     assert (tmp_path / "confusion_matrix.png").read_bytes().startswith(b"\x89PNG")
+    # None kept open by pyplot (each stayed: matplotlib warned past 20, in a multirun of 21 jobs)
+    assert "matplotlib.pyplot" not in sys.modules or not sys.modules["matplotlib.pyplot"].get_fignums()
 
 
 def test_the_last_epoch_s_validation_metrics_are_its_weights_alone(

@@ -46,7 +46,9 @@ class TestReport(L.Callback):  # after testing: confusion_matrix.png (to the log
         with (self.dirpath / "test_per_class.csv").open("w", newline="") as file:
             rows = zip(names, precision.tolist(), recall.tolist(), f1.tolist(), support.tolist(), strict=True)
             csv.writer(file).writerows([("class", "precision", "recall", "f1", "support"), *rows])
-        fig, ax = self.matrix.plot(counts, labels=names)
+        from matplotlib.figure import Figure  # not pyplot's: pyplot keeps every figure (a multirun's: 20+)
+
+        fig, ax = self.matrix.plot(counts, labels=names, ax=Figure(layout="constrained").subplots())
         fig.set_size_inches(1.5 + 0.5 * len(names), 1.2 + 0.5 * len(names))
         fig.savefig(png := self.dirpath / "confusion_matrix.png", dpi=100, bbox_inches="tight")
         for logger in trainer.loggers:

@@ -98,8 +98,7 @@ class Resumable(Checkpoint):
             dist.all_gather_object(by_rank, sums, group=self.group)
         self.metrics |= {k: float(v) for k, v in trainer.callback_metrics.items() if v.numel() == 1}
         rng = _collect_rng_states(include_cuda=torch.cuda.is_initialized())  # torch's, numpy's, Python's
-        kind, keys, *rest = rng["numpy"]  # as plain data: it loads with torch's weights_only
-        rng["numpy"] = [kind, keys.tolist(), *rest]
+        rng["numpy"] = [x.tolist() if hasattr(x, "tolist") else x for x in rng["numpy"]]  # for weights_only
         checkpoint["resumable"] = dict(random=rng, sums=by_rank, metrics=self.metrics, data=self.data)
         checkpoint["resumable"]["stop"] = trainer.should_stop  # ended early: its resume (not ckpt_path=) too
 
@@ -119,8 +118,7 @@ class Resumable(Checkpoint):
                 state |= {k: v.replace(old, new) for k, v in state.items() if isinstance(v, str)}
                 state["best_k_models"] = {path.replace(old, new): score for path, score in models.items()}
         if len(sums := saved["sums"]) == trainer.world_size:  # each rank its own sums
-            for name, states in sums[trainer.global_rank].items():
-                for state, value in states.items():
-                    setattr(pl_module.get_submodule(name), state, value)
+            for name, states in sums[trainer.global_rank].items():  # plain attributes: no buffers
+                vars(pl_module.get_submodule(name)).update(states)
         elif any(sums):  # mid-epoch on another number of devices: the ranks' places in it do not map
             runs.log.warning(f"Saved mid-epoch on {len(sums)} devices: its rest repeats or skips samples.")

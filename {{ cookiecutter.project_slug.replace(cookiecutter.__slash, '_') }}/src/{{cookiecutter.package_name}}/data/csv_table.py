@@ -35,6 +35,8 @@ class CSVDataModule(LabelledDataModule):
             raise ValueError(f"data.path={str(self.path)!r} has a header and no rows.")
         if blank := [line for line, row in rows.items() if not (row[self.target] or "").strip()]:
             raise ValueError(f"data.path={str(self.path)!r}: no {self.target} on lines {blank[:5]}.")
+        if extra := [line for line, row in rows.items() if any(v.strip() for v in row.get(None, []))]:
+            raise ValueError(f"data.path={str(self.path)!r}: more values than columns on lines {extra[:5]}.")
         return rows
 
     @cached_property

@@ -19,7 +19,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from {{ cookiecutter.package_name }}.utils.runs import ConfigError, write_json
 
-TYPES = {bool: "true or false", int: "an integer", float: "a number"}
+TYPES = {bool: "true or false", int: "an integer", float: "a number"}  # exact types: a bool is no int
 UNCHECKED = ("hydra", "trainer.devices", "trainer.deterministic", "trainer.fast_dev_run", "trainer.limit_")
 UNCHECKED += ("trainer.overfit_batches", "callbacks.model_checkpoint.save_last", "logger.wandb.log_model")
 warnings.filterwarnings("ignore", message="provider=hydra.searchpath in main")  # no configs/ of your own
@@ -38,12 +38,10 @@ def check_types(cfg: DictConfig, overrides: list[str]) -> None:
     values = [o for o in parsed if o.key_or_group not in groups and not o.key_or_group.startswith(UNCHECKED)]
     chosen = [o.input_line for o in parsed if o not in values or isinstance(o.value(), list)]  # group=[a,b]
     defaults = hydra.compose(HydraConfig.get().job.config_name, chosen) if values else None
-    for key in [o.key_or_group for o in values if o.value() is not None]:  # null passes (no seed, defaults)
-        default = OmegaConf.select(defaults, key, throw_on_resolution_failure=False)
-        given = OmegaConf.select(cfg, key, throw_on_resolution_failure=False)
-        expected = next((t for t in TYPES if type(default) is t), None)  # exact types: a bool is no int
-        if not (expected is None or type(given) is expected or (expected is float and type(given) is int)):
-            raise ConfigError(f"{key}={given!r}: expected {TYPES[expected]} (the default is {default!r}).")
+    for k in [o.key_or_group for o in values if o.value() is not None]:  # null passes (no seed, defaults)
+        default, given = (OmegaConf.select(c, k, throw_on_resolution_failure=False) for c in (defaults, cfg))
+        if (t := type(default)) in TYPES and not (type(given) is t or (t is float and type(given) is int)):
+            raise ConfigError(f"{k}={given!r}: expected {TYPES[t]} (the default is {default!r}).")
     for key in ("max_epochs", "accumulate_grad_batches"):  # -1 epochs has no schedule; 0 batches: Lightning's
         if not isinstance(n := cfg.trainer.get(key), int) or n < 1:  # ZeroDivisionError traceback
             raise ConfigError(f"trainer.{key}={n}: accepted: a positive integer.")
