@@ -1,5 +1,6 @@
 """Each net fits any input shape and class count, and each net and experiment trains end to end."""
 
+import warnings
 from pathlib import Path
 
 import hydra
@@ -157,6 +158,9 @@ def test_each_debug_config_runs(debug: str, tmp_path: Path) -> None:
 def test_overfitting_one_batch_learns_it_by_heart(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     # Its accuracy, not a loss threshold: a loss of yours may not reach 0 (label smoothing's floor is 0.5).
     caplog.set_level("INFO", logger="{{ cookiecutter.package_name }}.train")
-    metrics = train(compose_config("train", tmp_path, ["debug=overfit", "test=false"]))
+    with warnings.catch_warnings(record=True) as warned:
+        warnings.simplefilter("always")
+        metrics = train(compose_config("train", tmp_path, ["debug=overfit", "test=false"]))
     assert metrics["train/acc"] == 1.0, metrics
+    assert not [w for w in warned if "overfit" in str(w.message)]  # Lightning's "shuffling" (none is)
     assert caplog.records[-1].getMessage() == f"Done: {tmp_path}"  # no test metrics to show

@@ -58,10 +58,10 @@ def quiet_console(cfg: DictConfig) -> None:
     logging.getLogger("lightning.pytorch.utilities.rank_zero").addFilter(lambda r: "💡" not in r.getMessage())
     # torch 2.13 deprecates what Lightning 2.6 and torchdata 0.11 still call.
     warnings.filterwarnings("ignore", message=r"`isinstance\(treespec, LeafSpec\)`|'set_vital' is deprecated")
-    # Lightning's notes on choices made: SLURM here, not a job; resumed checkpoints; fine-tuning's train_bn;
-    # few batches (epoch metrics log anyway), 0 workers (ours), trainer=cpu on a GPU.
-    warnings.filterwarnings("ignore", "The `srun`|Checkpoint directory|The dirpath has|The provided params")
-    warnings.filterwarnings("ignore", "The number of training|The '.*' does not have many|GPU available")
+    # Lightning's notes on choices made: SLURM here, not a job; fine-tuning's train_bn; 0 workers (ours);
+    # cpu on a GPU; few batches; resumed checkpoints; debug=overfit's order (to it, any sampler "shuffles").
+    warnings.filterwarnings("ignore", "The (`srun`|dirpath|provided params|'.*' does not have)|GPU available")
+    warnings.filterwarnings("ignore", "The number of training|Checkpoint dir|You requested to overfit")
 {%- if cookiecutter.__wandb == 'True' %}
     if "wandb" in (cfg.get("logger") or {}):  # W&B warns of Lightning's `anonymous` unless set up first
         __import__("wandb").setup()  # silently: WANDB_SILENT, in configs/hydra/default.yaml
