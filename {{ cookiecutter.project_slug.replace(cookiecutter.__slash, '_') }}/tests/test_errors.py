@@ -125,10 +125,8 @@ def test_data_a_run_cannot_use_is_one_message(overrides: list, message: str, tmp
         # Values left out: were OmegaConf's MissingMandatoryValue traceback (now checked as in train.py)
         ("eval.py", ["data=csv", "data.path=???", "data.target=???"], "data.path, data.target: required"),
         ("predict.py", ["input={notes}", "data=image_folder", "data.root=???"], "data.root: required"),
-        ("predict.py", ["input={notes}"], "input='{notes}' holds nothing this model takes; it accepts"),
-{%- if cookiecutter.example == 'digits' %}
-        ("predict.py", ["input={broken}"], "cannot identify image file '{broken}'"),
-{%- endif %}
+        ("predict.py", ["input={notes}"], "input='{notes}' holds nothing this model takes; {reads}"),
+        ("predict.py", ["input={broken}"], "{unreadable}"),
         (  # trained longer (ckpt_path=) on other data: was Lightning's state_dict size mismatch traceback
             "train.py",
             ["data=csv", "data.path={table}", "data.target=species", "model/net=mlp"],
@@ -145,6 +143,9 @@ def test_every_entry_point_names_data_its_checkpoint_cannot_use(
     data["table"] = write_table(tmp_path / "table.csv")
     trained = torch.load(best := best_checkpoint(trained_run[0]), weights_only=True)["hyper_parameters"]
     data["trained"] = f"{list(trained['input_shape'])} in {len(trained['class_names'])} classes"  # yours too
+    images, rows = len(trained["input_shape"]) == 3, len(trained["input_shape"]) == 1  # what predict.py reads
+    data["reads"] = "it accepts" if images or rows else "add a reader of its inputs to predict.py"
+    data["unreadable"] = f"cannot identify image file '{broken}'" if images else data["reads"]
     result = run_script(script, f"ckpt_path={best}", *[o.format(**data) for o in overrides], cwd=tmp_path)
     assert_clear_error(result, message.format(**data))
     if script == "train.py":  # a new run that failed leaves nothing behind (eval's and predict's, their log)

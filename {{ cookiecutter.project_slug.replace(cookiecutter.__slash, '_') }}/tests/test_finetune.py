@@ -8,6 +8,7 @@ import lightning as L
 import pytest
 import torch
 from conftest import best_checkpoint, compose_config
+from test_train import learned
 
 from {{ cookiecutter.package_name }}.train import train
 
@@ -49,8 +50,10 @@ def test_backbone_is_frozen_then_thawed_and_keeps_what_training_from_scratch_rea
     metrics = train(compose_config("train", tmp_path, overrides))
     assert BackboneWatch.trainable == [False, False, True]
     assert not [w for w in recwarn if "to be frozen" in str(w.message)]  # train_bn: no noise
-    # Three epochs from the checkpoint reach what four from scratch reached.
-    assert metrics["test/acc"] >= scratch["test/acc"] - 0.01
+    # Three epochs from the checkpoint reach what four from scratch reached, where those learned (near
+    # chance on data of yours that needs more epochs, both are noise: test_short_training_learns says so).
+    if scratch["test/f1"] > learned(run_dir):
+        assert metrics["test/acc"] >= scratch["test/acc"] - 0.01
 
 
 def test_a_checkpoint_of_another_head_loads_its_backbone_and_says_so(
@@ -64,9 +67,11 @@ def test_a_checkpoint_of_another_head_loads_its_backbone_and_says_so(
         images = write_image_folder(tmp_path / "images", classes=classes)
         data = ["data=image_folder", f"data.root={images}", f"data.channels={shape[0]}"]
         data.append(f"data.image_size=[{shape[1]},{shape[2]}]")
-    else:  # rows of as many numbers
+    elif len(shape) == 1:  # rows of as many numbers
         table = write_table(tmp_path / "table.csv", features=shape[0], classes=classes)
         data = ["data=csv", f"data.path={table}", "data.target=species"]
+    else:
+        pytest.skip(f"inputs of shape {shape}: write data of that kind here, with {classes} classes")
     caplog.set_level("INFO")
     overrides = [*data, "debug=fdr", f"pretrained={best}"]
     train(compose_config("train", tmp_path / "run", overrides))

@@ -55,7 +55,7 @@ def test_a_net_gets_its_arguments_as_plain_python_values(tmp_path: Path) -> None
 def test_the_readme_s_optimizer_and_scheduler_swaps_are_configuration(tmp_path: Path) -> None:
     # A key the optimizer's config lacks takes `+` (a walk's `model.optimizer.momentum=0.9` was refused).
     swaps = ["model.optimizer._target_=torch.optim.SGD", "+model.optimizer.momentum=0.9"]
-    cfg = compose_config("train", tmp_path, [*swaps, "model/scheduler=step"])
+    cfg = compose_config("train", tmp_path, [*swaps, "model/scheduler=step", "model/net=mlp"])  # any shape
     model = hydra.utils.instantiate(cfg.model, input_shape=[1, 8, 8], num_classes=3)
     configured = model.configure_optimizers()
     optimizer, scheduler = configured["optimizer"], configured["lr_scheduler"]["scheduler"]

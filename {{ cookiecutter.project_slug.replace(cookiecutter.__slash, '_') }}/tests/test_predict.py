@@ -12,10 +12,8 @@ from conftest import (
     compose_config,
     run_dirs,
     run_script,
-{%- if cookiecutter.example == "digits" %}
     trainer_stop_at,
     write_image_folder,
-{%- endif %}
 )
 
 from {{ cookiecutter.package_name }}.data.csv_table import CSVDataModule
@@ -38,15 +36,31 @@ def run_predict(checkpoint: Path, source: Path, run_dir: Path) -> list[dict[str,
         return list(csv.DictReader(file))
 
 
-{% if cookiecutter.example == 'digits' -%}
+def takes_images(checkpoint: Path) -> bool:  # else rows of a table (the data's kind, yours too)
+    return len(torch.load(checkpoint, weights_only=True)["hyper_parameters"]["input_shape"]) == 3
+
+
+def inputs_for(checkpoint: Path, where: Path) -> Path:
+    """120 inputs the checkpoint's model takes, as predict.py reads them: images, or rows of its columns."""
+    cfg = compose_config("predict", where / "run", overrides := [f"ckpt_path={checkpoint}"])
+    with as_command("predict", overrides):
+        _, datamodule = model_and_data(cfg, "predict")
+    if isinstance(datamodule, ImageFolderDataModule):
+        return write_image_folder(where / "images")  # 3 classes of 40
+    if not isinstance(datamodule, CSVDataModule):
+        pytest.skip(f"{type(datamodule).__name__}: write its inputs here as predict.py reads them")
+    rows = [",".join(str(i % 7) for _ in datamodule.features) for i in range(120)]
+    (table := where / "rows.csv").write_text("\n".join([",".join(datamodule.features), *rows]) + "\n")
+    return table
+
+
 def test_predict_signalled_midway_exits_0_only_with_every_prediction(
     checkpoint: Path, tmp_path: Path
 ) -> None:
     # Lightning ends its test loop on SIGTERM with status 0 (eval.py makes it 75); its predict loop goes on.
-    images = write_image_folder(tmp_path / "images")  # 120 images: two batches, the signal after the first
     command = [
         f"ckpt_path={checkpoint}",
-        f"input={images}",
+        f"input={inputs_for(checkpoint, tmp_path)}",  # 120: two batches, the signal after the first
         trainer_stop_at("on_predict_batch_end", tmp_path),
     ]
     result = run_script("predict.py", *command, cwd=tmp_path)
@@ -56,7 +70,6 @@ def test_predict_signalled_midway_exits_0_only_with_every_prediction(
     assert len(predictions.read_text().splitlines()) == 1 + 120
 
 
-{% endif -%}
 def test_predictions_are_the_model_s_on_the_data_s_own_inputs(checkpoint: Path, tmp_path: Path) -> None:
     cfg = compose_config("predict", tmp_path, overrides := [f"ckpt_path={checkpoint}"])
     with as_command("predict", overrides):
@@ -91,21 +104,18 @@ def test_predictions_are_the_model_s_on_the_data_s_own_inputs(checkpoint: Path, 
 
 def test_inputs_the_model_cannot_take_are_refused(checkpoint: Path, tmp_path: Path) -> None:
     (tmp_path / "notes.txt").write_text("hello")
-{%- if cookiecutter.example == 'digits' %}
-    (tmp_path / "broken.png").write_bytes(b"\x89PNG not really")
-    whole = (write_image_folder(tmp_path / "images", per_class=1) / "class_0" / "000.png").read_bytes()
-    (tmp_path / "cut.png").write_bytes(whole[: len(whole) // 2])  # a copy cut short
-    (tmp_path / "empty" / "sub").mkdir(parents=True)
-{%- endif %}
-    for source, message in (
-        (tmp_path / "notes.txt", "accepts"),
-        (tmp_path / "none", "no such file or folder"),
-{%- if cookiecutter.example == 'digits' %}
-        (tmp_path / "broken.png", "cannot identify image file .*broken.png"),
-        (tmp_path / "cut.png", "cut.png: image file is truncated"),
-        (tmp_path / "empty", "no images or rows to predict there"),
-{%- endif %}
-    ):
+    cases = [(tmp_path / "notes.txt", "holds nothing this model takes"), (tmp_path / "none", "no such file")]
+    if takes_images(checkpoint):
+        (tmp_path / "broken.png").write_bytes(b"\x89PNG not really")
+        whole = (write_image_folder(tmp_path / "images", per_class=1) / "class_0" / "000.png").read_bytes()
+        (tmp_path / "cut.png").write_bytes(whole[: len(whole) // 2])  # a copy cut short
+        (tmp_path / "empty" / "sub").mkdir(parents=True)
+        cases += [
+            (tmp_path / "broken.png", "cannot identify image file .*broken.png"),
+            (tmp_path / "cut.png", "cut.png: image file is truncated"),
+            (tmp_path / "empty", "no images or rows to predict there"),
+        ]
+    for source, message in cases:
         with pytest.raises(ConfigError, match=message):
             run_predict(checkpoint, source, tmp_path / "run")
 
@@ -141,8 +151,9 @@ def test_a_limit_on_predict_batches_predicts_the_first_inputs(checkpoint: Path, 
     cfg = compose_config("predict", tmp_path, overrides := [f"ckpt_path={checkpoint}"])
     with as_command("predict", overrides):
         _, datamodule = model_and_data(cfg, "predict")
-    if (source := getattr(datamodule, "root", getattr(datamodule, "path", None))) is None:
-        pytest.skip(f"{type(datamodule).__name__} of your own: no folder (root) or file (path) to predict")
+    if not isinstance(datamodule, ImageFolderDataModule | CSVDataModule):
+        pytest.skip(f"{type(datamodule).__name__}: predict its own data here, as predict.py reads it")
+    source = getattr(datamodule, "root", getattr(datamodule, "path", None))
     first = next(iter(read_inputs(source, datamodule)))  # the data's own images or rows, in predict's order
     limit = ("+trainer.limit_predict_batches=1", "+data.batch_size=4")
     result = run_script("predict.py", f"ckpt_path={checkpoint}", f"input={source}", *limit, cwd=tmp_path)
