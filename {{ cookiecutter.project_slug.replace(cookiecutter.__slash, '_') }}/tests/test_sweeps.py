@@ -175,3 +175,29 @@ def test_a_sweep_on_your_own_data_as_the_readme_says(tmp_path: Path) -> None:
     classes = [row.split(",")[0] for row in (run / "test_per_class.csv").read_text().splitlines()[1:]]
     assert classes == ["kind_0", "kind_1", "kind_2"]  # the table's, tested
     assert config["metric"]["name"] in json.loads((run / "metrics.json").read_text())
+
+
+@pytest.mark.slow
+def test_an_agent_s_trials_in_one_slurm_job_each_train_and_a_trial_it_stops_ends(tmp_path: Path) -> None:
+    # In one SLURM job, every trial was the job's run (slurm-<id>): the next one was refused as a resume
+    # with other overrides. A trial the agent stopped (Hyperband: SIGTERM) exited 75, failed to the agent
+    # and to W&B, and `resume=latest` later trained it on, past the sweep's stop (a read-through's).
+    from conftest import stop_at
+    from test_loggers import wandb_records
+
+    config = sweep(ROOT / "sweeps" / "bayes.yaml")
+    job = {"SLURM_JOB_ID": "555", "SLURM_JOB_NAME": "agents", "WANDB_SWEEP_ID": "sweep"}
+    short = ["trainer.max_epochs=2", "+trainer.limit_train_batches=4", "+trainer.limit_val_batches=2"]
+    for trial in ("t1", "t2"):
+        command = agent_command(config, sample(config["parameters"], random.Random(trial)))
+        stop = stop_at("on_train_batch_end", step=5) if trial == "t2" else []  # in its second epoch
+        result = run_script(command[1], *command[2:], *short, *stop, cwd=tmp_path, WANDB_RUN_ID=trial, **job)
+        assert result.returncode == 0, result.stderr[-3000:]  # the agent's: not a failed run
+    runs = tmp_path / "logs" / "train" / "runs"
+    assert sorted(p.name for p in runs.iterdir()) == ["wandb-t1", "wandb-t2"]
+    ended = json.loads((runs / "wandb-t2" / "metrics.json").read_text())  # as a finished run: not resumed
+    assert config["metric"]["name"] in ended and "test/acc" not in ended  # its first epoch's; untested
+    (records,) = (runs / "wandb-t2").glob("wandb/offline-run-*/run-*.wandb")
+    assert [r.exit.exit_code for r in wandb_records(records) if r.WhichOneof("record_type") == "exit"] == [0]
+    again = run_script("train.py", "resume=latest", cwd=tmp_path)
+    assert again.returncode == 1 and "resume=latest: no unfinished run" in again.stderr

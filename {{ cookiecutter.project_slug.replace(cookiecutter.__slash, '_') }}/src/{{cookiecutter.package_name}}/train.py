@@ -2,6 +2,7 @@
 
 import json
 import logging
+import os
 import shlex
 import shutil
 import sys
@@ -89,8 +90,10 @@ def train(cfg: DictConfig, overrides: list[str] | None = None) -> dict[str, floa
             best = getattr(trainer.checkpoint_callback, "best_model_path", "") if cfg.train else checkpoint
             trainer.test(model, datamodule=datamodule, ckpt_path=best or None, verbose=False)
             metrics.update(trainer.callback_metrics)
-    except SIGTERMException:  # Lightning's stop (exit status 0): at an epoch's end, or before Resumable's
-        raise runs.Stopped(run, trainer.global_step) from None
+    except (SIGTERMException, runs.Stopped) as stop:  # Lightning's (exit 0: an epoch's end), or Resumable's
+        if "WANDB_SWEEP_ID" not in os.environ:  # else a W&B agent stopped its trial (Hyperband): its end
+            raise stop if isinstance(stop, runs.Stopped) else runs.Stopped(run, trainer.global_step) from None
+        metrics.update(trainer.callback_metrics)
     finally:  # end the loggers' runs (W&B; a failed one with exit code 1): a next job or call starts its own
         for logger in trainer.loggers:
             getattr(logger.experiment, "finish", lambda **_: 0)(exit_code=int(sys.exc_info()[0] is not None))

@@ -45,23 +45,23 @@ class Classifier(L.LightningModule):
     def forward(self, x: Tensor) -> Tensor:
         return self.net(x)
 
-    def training_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> Tensor:
+    def model_step(self, batch: tuple[Tensor, Tensor], mean: MeanMetric, metrics: MetricCollection) -> Any:
+        """A batch's loss and logits; its stage's loss and metrics (prefix train/, val/, test/) updated."""
         x, y = batch
         logits = self(x)
         loss = self.criterion(logits, y)
-        self.train_loss.update(loss, len(y))  # weighted by the batch size: a mean over samples
-        self.train_metrics.update(logits, y)  # logged per epoch: no value of each batch is computed
-        self.log("train/loss", self.train_loss, on_step=False, on_epoch=True, prog_bar=True)
-        self.log_dict(self.train_metrics, on_step=False, on_epoch=True, prog_bar=True)
-        return loss
+        mean.update(loss, len(y))  # weighted by the batch size: a mean over samples
+        metrics.update(logits, y)  # logged per epoch: no value of each batch is computed
+        bar = not self.trainer.testing  # the test's metrics: in metrics.json and the loggers
+        self.log(f"{metrics.prefix}loss", mean, on_step=False, on_epoch=True, prog_bar=bar)
+        self.log_dict(metrics, on_step=False, on_epoch=True, prog_bar=bar)
+        return loss, logits
+
+    def training_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> Tensor:
+        return self.model_step(batch, self.train_loss, self.train_metrics)[0]
 
     def validation_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> None:
-        x, y = batch
-        logits = self(x)
-        self.val_loss.update(self.criterion(logits, y), len(y))
-        self.val_metrics.update(logits, y)
-        self.log("val/loss", self.val_loss, on_step=False, on_epoch=True, prog_bar=True)
-        self.log_dict(self.val_metrics, on_step=False, on_epoch=True, prog_bar=True)
+        self.model_step(batch, self.val_loss, self.val_metrics)
 
     def on_validation_epoch_end(self) -> None:
         if not self.trainer.sanity_checking:  # an untrained net's accuracy is no best
@@ -69,13 +69,7 @@ class Classifier(L.LightningModule):
             self.log("val/acc_best", self.val_acc_best.compute(), prog_bar=True, sync_dist=True)
 
     def test_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> Tensor:
-        x, y = batch
-        logits = self(x)
-        self.test_loss.update(self.criterion(logits, y), len(y))
-        self.test_metrics.update(logits, y)
-        self.log("test/loss", self.test_loss, on_step=False, on_epoch=True)
-        self.log_dict(self.test_metrics, on_step=False, on_epoch=True)
-        return logits  # for the confusion matrix (callbacks/reports.py)
+        return self.model_step(batch, self.test_loss, self.test_metrics)[1]  # for callbacks/reports.py
 
     def predict_step(self, batch: Tensor, batch_idx: int) -> Tensor:
         return torch.softmax(self(batch), dim=-1)

@@ -39,7 +39,7 @@ class TrainingError(CompactHydraException): ...  # training cannot go on (a non-
 
 class Stopped(SystemExit):  # resumable: EXIT_CODE (other ranks 0, or DDP's launcher kills rank 0)
     def __init__(self, run: Path, step: int) -> None:
-        super().__init__(EXIT_CODE if launched_as_rank_zero() else 0)
+        super().__init__(EXIT_CODE if launched_as_rank_zero() and "WANDB_SWEEP_ID" not in os.environ else 0)
         n, args = os.getenv("LOCAL_WORLD_SIZE"), [sys.argv[0], f'resume="{run}"']  # n: torchrun's workers
         start = f"torchrun --standalone --nproc-per-node={n}" if n else "python"  # args[0]: as started
         if self.code and (multirun := run.parent / "multirun.yaml").is_file():  # the sweeper's record of it
@@ -89,9 +89,10 @@ def launch_id() -> str:  # the same on all ranks of one launch and for a requeue
     return f"{socket.gethostname()}-{os.getpid()}"
 
 
-def run_name() -> str:  # RUN_NAME if set; else the SLURM job or torchrun launch; else the start time
-    launch, started = launch_id(), f"{datetime.now():%Y-%m-%d_%H-%M-%S_%f}"
-    return os.environ.get("RUN_NAME") or (launch if launch.startswith(("slurm-", "torchrun-")) else started)
+def run_name() -> str:  # RUN_NAME; a W&B agent's trial (one SLURM job may run many); the launch; the time
+    trial = os.environ.get("WANDB_SWEEP_ID") and f"wandb-{os.environ.get('WANDB_RUN_ID')}"  # on all ranks
+    launch = launch_id() if launch_id().startswith(("slurm-", "torchrun-")) else None
+    return os.environ.get("RUN_NAME") or trial or launch or f"{datetime.now():%Y-%m-%d_%H-%M-%S_%f}"
 
 
 def holder(run: Path) -> str | None:  # "pid 12 on host x ..." if a live process of another launch holds it
