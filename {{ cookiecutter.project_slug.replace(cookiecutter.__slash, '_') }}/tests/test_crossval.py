@@ -15,13 +15,13 @@ def test_cross_validation_multirun_writes_a_summary(tmp_path: Path) -> None:
     # Named job directories: the summary sorted them by int(name), a ValueError.
     result = run_script(
         "train.py", "-m", "data.num_folds=3", "data.fold=0,1,2", "trainer.max_epochs=2", "logger=csv",
-        "hydra.sweep.subdir=fold_${data.fold}", cwd=tmp_path, RUN_NAME="cv",
+        "hydra.sweep.subdir=k/fold_${data.fold}", cwd=tmp_path, RUN_NAME="cv",  # nested: summed up too
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
     sweep = tmp_path / "logs" / "train" / "multiruns" / "cv"
     summary = json.loads((sweep / "summary.json").read_text())
     folds = ["fold_0", "fold_1", "fold_2"]
-    accuracies = [json.loads((sweep / fold / "metrics.json").read_text())["test/acc"] for fold in folds]
+    accuracies = [json.loads((sweep / "k" / fold / "metrics.json").read_text())["test/acc"] for fold in folds]
     assert [job["dir"] for job in summary["jobs"]] == folds
     assert all(f"data.fold={k}" in job["overrides"] for k, job in enumerate(summary["jobs"]))
     assert summary["metrics"]["test/acc"]["n"] == 3
@@ -31,8 +31,10 @@ def test_cross_validation_multirun_writes_a_summary(tmp_path: Path) -> None:
     )
     # The console's line: the cross-validated estimate, each fold's best on its own validation (a walk
     # read the test set's mean there: one test set, scored by each fold's model).
-    mean, std = (summary["metrics"]["val/acc_best"][key] for key in ("mean", "std"))
-    assert f"3 jobs; val/acc_best {mean:.4f} ± {std:.4f}." in result.stdout + result.stderr
+    mean, std, highest = (summary["metrics"]["val/acc_best"][key] for key in ("mean", "std", "highest"))
+    said = f"3 jobs; val/acc_best {mean:.4f} ± {std:.4f} (highest: job {highest})."
+    assert said in result.stdout + result.stderr  # and the best job (a sweep's mean means nothing: a walk's)
+    assert highest == max(summary["jobs"], key=lambda job: job["metrics"]["val/acc_best"])["dir"]
 
 
 @pytest.mark.slow

@@ -45,7 +45,7 @@ class MultirunSummary(Callback):
         if config.hydra.mode.name != "MULTIRUN":  # a single run, or DDP's ranks of a multirun's job
             return
         sweep, jobs, spread = Path(config.hydra.sweep.dir), [], {}
-        for f in sorted(sweep.glob("*/metrics.json"), key=lambda p: (len(p.parent.name), p.parent.name)):
+        for f in sorted(sweep.rglob("metrics.json"), key=lambda p: (len(p.parent.name), p.parent.name)):
             overrides = yaml.safe_load((f.parent / ".hydra" / "overrides.yaml").read_text())
             jobs.append({"dir": f.parent.name, "overrides": overrides, "metrics": json.loads(f.read_text())})
 {%- if cookiecutter.__optuna == 'True' %}
@@ -53,8 +53,10 @@ class MultirunSummary(Callback):
                 jobs[-1] |= {"metrics": {}, "pruned": jobs[-1]["metrics"]}
 {%- endif %}
         for key in sorted({key for job in jobs for key in job["metrics"]}):
-            if seen := [v for job in jobs if isinstance(v := job["metrics"].get(key), float)]:
-                spread[key] = {"mean": fmean(seen), "std": stdev(seen) if seen[1:] else 0.0, "n": len(seen)}
-        bests = ", ".join(f"{k} {v['mean']:.4f} ± {v['std']:.4f}" for k, v in spread.items() if "best" in k)
+            if seen := {job["dir"]: v for job in jobs if isinstance(v := job["metrics"].get(key), float)}:
+                xs, job = list(seen.values()), max(seen, key=seen.get)  # and the job of the highest
+                spread[key] = dict(mean=fmean(xs), std=stdev(xs) if xs[1:] else 0.0, n=len(xs), highest=job)
+        shown = "{} {mean:.4f} ± {std:.4f} (highest: job {highest})"  # k folds: their estimate; else the best
+        bests = ", ".join(shown.format(k, **v) for k, v in spread.items() if "best" in k)
         write_json(sweep / "summary.json", {"jobs": jobs, "metrics": spread})
         log.info(f"{len(jobs)} jobs; {bests or 'no best-so-far metric'}. Summary: {sweep / 'summary.json'}")
