@@ -36,8 +36,8 @@ def run_predict(checkpoint: Path, source: Path, run_dir: Path) -> list[dict[str,
         return list(csv.DictReader(file))
 
 
-def takes_images(checkpoint: Path) -> bool:  # else rows of a table (the data's kind, yours too)
-    return len(torch.load(checkpoint, weights_only=True)["hyper_parameters"]["input_shape"]) == 3
+def input_dims(checkpoint: Path) -> int:  # predict.py reads 3: images, 1: a table's rows; else yours
+    return len(torch.load(checkpoint, weights_only=True)["hyper_parameters"]["input_shape"])
 
 
 def inputs_for(checkpoint: Path, where: Path) -> Path:
@@ -104,8 +104,10 @@ def test_predictions_are_the_model_s_on_the_data_s_own_inputs(checkpoint: Path, 
 
 def test_inputs_the_model_cannot_take_are_refused(checkpoint: Path, tmp_path: Path) -> None:
     (tmp_path / "notes.txt").write_text("hello")
-    cases = [(tmp_path / "notes.txt", "holds nothing this model takes"), (tmp_path / "none", "no such file")]
-    if takes_images(checkpoint):
+    reads = "it accepts" if input_dims(checkpoint) in (1, 3) else "add a reader of its inputs"
+    cases = [(tmp_path / "notes.txt", f"holds nothing this model takes; {reads}")]
+    cases.append((tmp_path / "none", "no such file or folder"))
+    if input_dims(checkpoint) == 3:
         (tmp_path / "broken.png").write_bytes(b"\x89PNG not really")
         whole = (write_image_folder(tmp_path / "images", per_class=1) / "class_0" / "000.png").read_bytes()
         (tmp_path / "cut.png").write_bytes(whole[: len(whole) // 2])  # a copy cut short
